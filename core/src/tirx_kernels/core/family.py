@@ -1,0 +1,72 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""What a family declares about itself: identity, license terms and upstream projects."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """An upstream project a family ports code from (pin the commit actually read)."""
+
+    project: str  # display name used in port headers, e.g. "FlashInfer"
+    url: str  # canonical repository URL, e.g. "https://github.com/flashinfer-ai/flashinfer"
+    spdx: str  # the upstream's own SPDX expression, e.g. "Apache-2.0"
+    copyright: str  # the upstream copyright notice a port header keeps
+    commit: str = ""  # full 40-hex commit ports of this family cite
+
+
+@dataclass(frozen=True)
+class FileOverride:
+    """A file whose terms differ from its family's (e.g. derived from BSD-3-Clause code)."""
+
+    spdx: str
+    required_text: tuple[str, ...] = ()  # verbatim lines that must appear in the file
+
+
+@dataclass(frozen=True)
+class LicensePolicy:
+    """How a family's files are licensed; the license audit reads only this.
+
+    ``upstream`` None means a native family: every file carries the native header.
+    Paths are relative to the family's import package directory (``rmsnorm.py``).
+    """
+
+    expression: str  # PEP 639 expression of the distribution, e.g. "Apache-2.0 AND MIT"
+    upstream: Upstream | None = None
+    overrides: dict[str, FileOverride] = field(default_factory=dict)
+    native_files: tuple[str, ...] = ()  # files of a port family that are genuinely native
+    license_files: tuple[str, ...] = ("LICENSE", "NOTICE")  # relative to the distribution root
+
+    @property
+    def native(self) -> bool:
+        return self.upstream is None
+
+
+@dataclass(frozen=True)
+class Family:
+    """A kernel family, one per distribution (``tirx-kernels-<name>``).
+
+    ``category`` is what every kernel of the family puts in ``KERNEL_META["category"]``.
+    """
+
+    name: str
+    category: str
+    package: str  # import package holding the kernels, e.g. "tirx_kernels.basic"
+    license: LicensePolicy
+    description: str = ""
+
+    def __post_init__(self):
+        for attr in ("name", "category"):
+            value = getattr(self, attr)
+            if not isinstance(value, str) or not _NAME.match(value):
+                raise ValueError(
+                    f"family {attr} {value!r} must be lower_snake_case (letters, digits, _)"
+                )
+        if not isinstance(self.license, LicensePolicy):
+            raise TypeError(f"family {self.name!r}: license must be a LicensePolicy")

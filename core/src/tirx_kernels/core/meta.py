@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Read and validate a kernel module's ``KERNEL_META`` and config matrices from its source.
+
+Nothing here imports the kernel module (or torch, or the compiler): listing stays fast and
+works on any machine. ``KERNEL_META`` must be a pure literal. ``CONFIGS`` and
+``BENCH_CONFIGS`` may also be built from earlier module-level literals with comprehensions
+(``[{"label": f"h{h}", "hidden": h} for h in HIDDEN]``); they are evaluated with no
+builtins beyond a few pure ones, so they cannot import or call module code.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+REQUIRED_META = {"name": str, "category": str, "compute_capability": int, "archs": list}
+OPTIONAL_META = {"description": str, "dtypes": list}
+_ARCH = re.compile(r"^sm_(\d+)(\d)a?$")
+_SAFE_BUILTINS = {
+    "dict": dict, "list": list, "tuple": tuple, "range": range, "len": len, "zip": zip,
+    "enumerate": enumerate, "min": min, "max": max, "str": str, "int": int, "float": float,
+    "bool": bool, "sorted": sorted, "True": True, "False": False, "None": None,
+}
+
+
+class MetaError(ValueError):
+    """A kernel module's metadata or configs are invalid; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    meta: dict
+    configs: list[dict]
+    bench_configs: list[dict] | None
+
+
+def read_module_info(path: Path) -> ModuleInfo:
+    """Statically evaluate ``KERNEL_META``, ``CONFIGS`` and ``BENCH_CONFIGS`` of ``path``."""
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=str(path))
+    namespace: dict = {}
+    meta_node = None
+    for node in tree.body:
+        target, value = _simple_assignment(node)
+        if target is None:
+            continue
+        if target == "KERNEL_META":
+            meta_node = value
+        try:
+            namespace[target] = _static_eval(value, namespace)
+        except Exception:  # not statically evaluable: only a problem for the names we need
+            namespace.pop(target, None)
+    if meta_node is None:
+        raise MetaError(f"{path}: no module-level KERNEL_META = {{...}} literal")
+    try:
+        meta = ast.literal_eval(meta_node)
+    except ValueError as e:
+        raise MetaError(
+            f"{path}:{meta_node.lineno}: KERNEL_META must be a plain literal dict "
+            f"(no names or calls) so it can be read without importing the module: {e}"
+        ) from None
+    if "CONFIGS" not in namespace:
+        raise MetaError(
+            f"{path}: CONFIGS missing or not statically evaluable; build it from literals "
+            "and comprehensions over module-level literals only"
+        )
+    return ModuleInfo(meta, namespace["CONFIGS"], namespace.get("BENCH_CONFIGS"))
+
+
+def _simple_assignment(node):
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        if isinstance(node.targets[0], ast.Name):
+            return node.targets[0].id, node.value
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value:
+        return node.target.id, node.value
+    return None, None
+
+
+def _static_eval(node, namespace):
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        pass
+    for sub in ast.walk(node):  # no attribute access, no lambdas: pure data only
+        if isinstance(sub, (ast.Attribute, ast.Lambda, ast.NamedExpr, ast.Await)):
+            raise ValueError("not static")
+        if isinstance(sub, ast.Call) and not (
+            isinstance(sub.func, ast.Name) and sub.func.id in _SAFE_BUILTINS
+        ):
+            raise ValueError("not static")
+    code = compile(ast.Expression(node), "<static>", "eval")
+    return eval(code, {"__builtins__": _SAFE_BUILTINS}, dict(namespace))  # noqa: S307
+
+
+def validate_meta(meta: dict, *, where: str, category: str | None = None) -> None:
+    """Check keys, types, compute capability and archs; raise MetaError naming the fix."""
+    if not isinstance(meta, dict):
+        raise MetaError(f"{where}: KERNEL_META must be a dict")
+    for key, typ in REQUIRED_META.items():
+        if key not in meta:
+            raise MetaError(f"{where}: KERNEL_META is missing required key {key!r}")
+        if not isinstance(meta[key], typ) or isinstance(meta[key], bool):
+            raise MetaError(
+                f"{where}: KERNEL_META[{key!r}] must be {typ.__name__}, got {meta[key]!r}"
+            )
+    for key, typ in OPTIONAL_META.items():
+        if key in meta and not isinstance(meta[key], typ):
+            raise MetaError(f"{where}: KERNEL_META[{key!r}] must be {typ.__name__}")
+    unknown = set(meta) - set(REQUIRED_META) - set(OPTIONAL_META)
+    if unknown:
+        raise MetaError(f"{where}: KERNEL_META has unknown keys {sorted(unknown)}")
+    if not re.match(r"^[a-z][a-z0-9_]*$", meta["name"]):
+        raise MetaError(f"{where}: kernel name {meta['name']!r} must be lower_snake_case")
+    if category is not None and meta["category"] != category:
+        raise MetaError(
+            f"{where}: KERNEL_META['category'] is {meta['category']!r} but the family's "
+            f"category is {category!r}"
+        )
+    cc = meta["compute_capability"]
+    if cc >= 20:
+        raise MetaError(
+            f"{where}: compute_capability {cc} looks like an SM number; write the major "
+            f"version ({cc // 10} for SM{cc}), e.g. 9 for SM90 Hopper, 10 for SM100"
+        )
+    if cc < 7:
+        raise MetaError(f"{where}: compute_capability {cc} is not a supported major version")
+    archs = meta["archs"]
+    if not archs or not all(isinstance(a, str) for a in archs):
+        raise MetaError(f"{where}: KERNEL_META['archs'] must list exact archs, e.g. ['sm_90a']")
+    for arch in archs:
+        m = _ARCH.match(arch)
+        if not m:
+            raise MetaError(f"{where}: arch {arch!r} is not an exact arch such as 'sm_90a'")
+        if int(m.group(1)) != cc:
+            raise MetaError(
+                f"{where}: arch {arch!r} does not belong to compute_capability {cc}"
+            )
+
+
+def validate_configs(configs, *, where: str, name: str = "CONFIGS") -> list[str]:
+    """Check a config matrix; return its labels."""
+    if not isinstance(configs, list) or not configs:
+        raise MetaError(f"{where}: {name} must be a non-empty list of dicts")
+    labels = []
+    for i, cfg in enumerate(configs):
+        if not isinstance(cfg, dict):
+            raise MetaError(f"{where}: {name}[{i}] must be a dict, got {type(cfg).__name__}")
+        label = cfg.get("label")
+        if not isinstance(label, str) or not label.strip():
+            raise MetaError(f"{where}: {name}[{i}] needs a non-empty string 'label'")
+        if label in labels:
+            raise MetaError(f"{where}: {name} label {label!r} is used twice; labels are unique")
+        labels.append(label)
+    return labels
+
+
+def strip_label(config: dict) -> dict:
+    """The keyword arguments of a config: everything but its label."""
+    return {k: v for k, v in config.items() if k != "label"}

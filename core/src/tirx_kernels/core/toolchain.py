@@ -1,0 +1,116 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The one module of the harness that touches the TIRx compiler and timer API.
+
+A TVM upgrade (or a move to the ``tvm.tirx`` namespace of apache-tvm) changes this file
+only. Kernels may import their DSL from here (``from tirx_kernels.core.toolchain import T``)
+or from ``tvm_tirx`` directly; no other harness module imports ``tvm_tirx``.
+
+Importing this module imports the compiler (2-6 s): never import it on the listing path.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Mapping
+
+import tvm_tirx
+from tvm_tirx.script import tirx as T  # noqa: F401  (re-exported DSL)
+from tvm_tirx.target import Target
+
+__all__ = [
+    "T",
+    "bench",
+    "compile",
+    "compile_cubin",
+    "cuda_source",
+    "gpu_arch",
+    "target",
+    "tirx_version",
+]
+
+
+def tirx_version() -> str:
+    return getattr(tvm_tirx, "__version__", "unknown")
+
+
+def target(arch: str = "sm_90a") -> Target:
+    """A CUDA target for ``arch`` (e.g. ``sm_90a``), usable without a GPU."""
+    return Target({"kind": "cuda", "arch": arch})
+
+
+def compile(func, arch: str = "sm_90a"):  # noqa: A001 - mirrors tvm_tirx.tirx.compile
+    """Lower and build ``func`` for ``arch``; returns a callable executable.
+
+    Without a GPU the device module stays CUDA source (see :func:`cuda_source`).
+    """
+    return tvm_tirx.tirx.compile(func, target=target(arch))
+
+
+def cuda_source(executable) -> str:
+    """The generated CUDA C++ of a compiled executable."""
+    return executable.mod.imports[0].inspect_source()
+
+
+def compile_cubin(func, arch: str = "sm_90a") -> bytes:
+    """Lower ``func``, generate CUDA and assemble it with nvcc into a cubin for ``arch``.
+
+    This is the full compile check on a machine without a GPU: a TIRx lowering error,
+    a CUDA codegen error or a ptxas rejection all raise.
+    """
+    from tvm_tirx.backend.cuda.compiler import compile_source
+
+    source = cuda_source(compile(func, arch))
+    result = compile_source(
+        source, {"cuda": {"compiler": "nvcc", "arch": arch, "target_format": "cubin"}}
+    )
+    if not result.binary:
+        raise RuntimeError(f"nvcc produced an empty cubin for {arch}")
+    return bytes(result.binary)
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_arch() -> str | None:
+    """The arch of the visible CUDA device as a TIRx target arch (``sm_90a``), or None.
+
+    Hopper's wgmma/setmaxnreg need the arch-specific ``a`` target, so capability 9.0
+    maps to ``sm_90a``.
+    """
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability()
+    suffix = "a" if major >= 9 else ""
+    return f"sm_{major}{minor}{suffix}"
+
+
+def bench(
+    funcs: Mapping[str, Callable[[], Any]],
+    *,
+    references: Mapping[str, Callable[[], Callable[[], Any]]] | None = None,
+    warmup: float | None = None,
+    repeat: float | None = None,
+    timer: str | None = None,
+    rounds: int = 1,
+    cooldown_s: float = 1.0,
+    **kwargs,
+) -> dict:
+    """``tvm_tirx.testing.bench.bench``, imported lazily (it needs torch and triton).
+
+    Results are in microseconds: ``{"impls", "round_samples", "errors", "timer", ...}``.
+    """
+    from tvm_tirx.testing.bench import bench as _bench
+
+    return _bench(
+        funcs,
+        references=references,
+        warmup=warmup,
+        repeat=repeat,
+        timer=timer,
+        rounds=rounds,
+        cooldown_s=cooldown_s,
+        **kwargs,
+    )
