@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The flashinfer family: TIRx ports of FlashInfer kernels, Apache-2.0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tirx_kernels.core import Family, LicensePolicy, Upstream, hookimpl
+
+HERE = Path(__file__).parent
+SUITE_DIR = HERE / "suite"
+
+# The upstream commit every port of this family was written from.
+UPSTREAM_COMMIT = "fb28d7242b3506a2348265962041acc1fb56cca4"
+
+
+@hookimpl
+def tirx_kernels_family():
+    return Family(
+        name="flashinfer",
+        category="flashinfer",
+        package=__package__,
+        license=LicensePolicy(
+            expression="Apache-2.0",
+            upstream=Upstream(
+                project="FlashInfer",
+                url="https://github.com/flashinfer-ai/flashinfer",
+                spdx="Apache-2.0",
+                copyright="Copyright (c) 2023 by FlashInfer team.",
+                commit=UPSTREAM_COMMIT,
+            ),
+            native_files=("__init__.py", "plugin.py"),
+        ),
+        description="TIRx ports of FlashInfer kernels",
+    )
+
+
+@hookimpl
+def tirx_kernels_register_kernels(register):
+    # Every public module of the package is a kernel; helpers are private (_name.py).
+    for path in sorted(HERE.glob("[!_]*.py")):
+        if path.stem != "plugin":
+            register(f"{__package__}.{path.stem}")
+
+
+@hookimpl
+def tirx_kernels_suite_configs(register):
+    for path in sorted(SUITE_DIR.glob("*.yaml")):
+        register(path)
