@@ -1,20 +1,53 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""Default implementations of the first-result protocol hooks (tried last)."""
+"""Default implementations of the first-result protocol hooks (tried last).
+
+test: with a GPU whose arch the kernel lists, ``module.run_test(**config)``; without one,
+compile every PrimFunc of ``module.get_kernel(**config)`` to a cubin for each listed arch
+and report a compile pass with the launch skipped (what CI runs over every config).
+bench: ``module.run_bench(**config, **options)``; SKIP without a suitable GPU.
+"""
 
 from __future__ import annotations
+
+import unittest
 
 from .hookspecs import hookimpl
 
 
-@hookimpl(trylast=True)
-def tirx_kernels_run_test(module, config):
-    module.run_test(**config)
-    return True
+class CompileError(Exception):
+    """get_kernel, TIRx lowering, CUDA codegen or nvcc failed: a FAIL of the kernel."""
 
 
 @hookimpl(trylast=True)
-def tirx_kernels_run_bench(module, config, options):
+def tirx_kernels_run_test(kernel, module, config):
+    from . import toolchain
+
+    arch = toolchain.gpu_arch()
+    if arch in kernel.archs:
+        module.run_test(**config)
+        return {"launched": True}
+    try:
+        funcs = module.get_kernel(**config)
+        funcs = funcs if isinstance(funcs, (list, tuple)) else [funcs]
+        size = sum(len(toolchain.compile_cubin(f, a)) for a in kernel.archs for f in funcs)
+    except Exception as e:
+        raise CompileError(f"{type(e).__name__}: {e}") from e
+    why = f"found {arch}" if arch else "no CUDA GPU"
+    return {
+        "launched": False,
+        "detail": f"compiled {len(funcs)} kernel(s) to {'/'.join(kernel.archs)} cubin "
+        f"({size} bytes); launch skipped: {why}",
+    }
+
+
+@hookimpl(trylast=True)
+def tirx_kernels_run_bench(kernel, module, config, options):
+    from . import toolchain
+
+    arch = toolchain.gpu_arch()
+    if arch not in kernel.archs:
+        raise unittest.SkipTest(f"needs a {'/'.join(kernel.archs)} GPU, found {arch}")
     if not hasattr(module, "run_bench"):
-        raise NotImplementedError(f"{module.__name__} has no run_bench")
+        raise unittest.SkipTest(f"{module.__name__} has no run_bench")
     return module.run_bench(**config, **options)

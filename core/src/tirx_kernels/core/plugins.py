@@ -10,22 +10,18 @@ entry point is imported and validated inside its own guard, so a broken family i
 
 from __future__ import annotations
 
+import inspect
 import os
-import sys
 import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points  # Python >= 3.10: ep.dist, group=
 from types import ModuleType
-from typing import Iterable
 
 import pluggy
 
 from . import defaults, hookspecs
 from .family import Family
-
-if sys.version_info >= (3, 10):
-    from importlib.metadata import EntryPoint, entry_points
-else:  # pragma: no cover
-    from importlib_metadata import EntryPoint, entry_points
 
 ENTRY_POINT_GROUP = "tirx_kernels"
 ENV_STRICT = "TIRX_KERNELS_STRICT"
@@ -143,7 +139,5 @@ def call_for(plugin: ModuleType, hook: str, **kwargs):
     impl = getattr(plugin, hook, None)
     if impl is None:
         return None
-    import inspect
-
     params = inspect.signature(impl).parameters
     return impl(**{k: v for k, v in kwargs.items() if k in params})

@@ -100,7 +100,7 @@ class Registry:
     kernels: dict[str, Kernel] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, eps=None, *, strict: bool | None = None) -> "Registry":
+    def load(cls, eps=None, *, strict: bool | None = None) -> Registry:
         pm, families, broken = load_families(eps, strict=strict)
         registry = cls(pm, [], broken)
         for fam in families:
@@ -160,10 +160,10 @@ class Registry:
         """(family, path) of every bench-suite YAML the families contribute."""
         files: list[tuple[str, Path]] = []
         for fam in self.families:
-            found: list[Path] = []
+            found: list = []
             call_for(fam.plugin, "tirx_kernels_suite_configs", family=fam.family,
-                     register=lambda p: found.append(Path(p)))
-            files.extend((fam.family.name, p) for p in found)
+                     register=found.append)
+            files.extend((fam.family.name, Path(p)) for p in found)
         return files
 
 

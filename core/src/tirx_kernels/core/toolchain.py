@@ -12,7 +12,8 @@ Importing this module imports the compiler (2-6 s): never import it on the listi
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import tvm_tirx
 from tvm_tirx.script import tirx as T  # noqa: F401  (re-exported DSL)
@@ -69,7 +70,7 @@ def compile_cubin(func, arch: str = "sm_90a") -> bytes:
     return bytes(result.binary)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def gpu_arch() -> str | None:
     """The arch of the visible CUDA device as a TIRx target arch (``sm_90a``), or None.
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from tirx_kernels.core import Family, LicensePolicy, hookimpl
 
-KERNELS = ("rmsnorm",)
-SUITE_DIR = Path(__file__).parent / "suite"
+HERE = Path(__file__).parent
+SUITE_DIR = HERE / "suite"
 
 
 @hookimpl
@@ -25,8 +25,10 @@ def tirx_kernels_family():
 
 @hookimpl
 def tirx_kernels_register_kernels(register):
-    for kernel in KERNELS:
-        register(f"{__package__}.{kernel}")
+    # Every public module of the package is a kernel; helpers are private (_name.py).
+    for path in sorted(HERE.glob("[!_]*.py")):
+        if path.stem != "plugin":
+            register(f"{__package__}.{path.stem}")
 
 
 @hookimpl

@@ -1,0 +1,260 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""``tirx-run``: list kernels and families, test and bench kernel configs.
+
+Exit codes: 0 nothing failed, 1 a FAIL/ERROR/TIMEOUT, 2 a usage error (unknown kernel,
+family or label; broken families under --strict), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from .impls import is_ours, ratio
+from .meta import MetaError
+from .plugins import PluginError
+from .registry import Registry, RegistryError, UnknownConfig, UnknownKernel
+from .runner import FAILED, STATUSES, ChildRun, Request, Result
+
+DEFAULT_TIMEOUT = 900.0
+
+
+class UsageError(Exception):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tirx-run", description=__doc__.splitlines()[0])
+    p.add_argument("--strict", action="store_true", default=None,
+                   help="a family that fails to load is an error (env TIRX_KERNELS_STRICT=1)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    ls = sub.add_parser("list", help="kernels with family, archs and config labels")
+    ls.add_argument("--family")
+    ls.add_argument("--format", choices=("text", "json"), default="text")
+
+    pl = sub.add_parser("plugins", help="installed families and broken plugins")
+    pl.add_argument("--format", choices=("text", "json"), default="text")
+
+    for name, help_ in (("test", "compile, launch and validate configs (compile only "
+                                 "without a suitable GPU)"),
+                        ("bench", "time configs against their references")):
+        c = sub.add_parser(name, help=help_)
+        c.add_argument("--kernel", required=name == "bench")
+        c.add_argument("--config", action="append", dest="configs", metavar="LABEL",
+                       help="a config label (repeatable); default: every config")
+        c.add_argument("--json", action="store_true", help="print results as JSON on stdout")
+        c.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                       help=f"seconds per config before TIMEOUT (default {DEFAULT_TIMEOUT:g})")
+        c.add_argument("--log-dir", type=Path, help="keep each config's full child log here")
+        if name == "test":
+            c.add_argument("--family")
+            c.add_argument("-j", "--jobs", type=int, default=1,
+                           help="configs run in parallel (each in its own process)")
+        else:
+            c.add_argument("--timer", choices=("proton", "event", "cudagraph_proton"))
+            c.add_argument("--warmup", type=float, help="warmup budget in ms")
+            c.add_argument("--repeat", type=float, help="repeat budget in ms")
+            c.add_argument("--rounds", type=int, default=5)
+            c.add_argument("--cooldown", type=float, default=1.0, help="seconds before each impl")
+    return p
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        registry = Registry.load(strict=args.strict)
+        return COMMANDS[args.command](registry, args)
+    except (UsageError, UnknownKernel, UnknownConfig) as e:
+        print(f"tirx-run: error: {e}", file=sys.stderr)
+        return 2
+    except (PluginError, RegistryError, MetaError) as e:
+        print(f"tirx-run: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tirx-run: interrupted", file=sys.stderr)
+        return 130
+
+
+def _warn_broken(registry: Registry) -> None:
+    for b in registry.broken:
+        print(f"warning: family {b.name!r} ({b.distribution}) skipped: {b.error}",
+              file=sys.stderr)
+
+
+def cmd_list(registry: Registry, args) -> int:
+    _warn_broken(registry)
+    kernels = registry.select(family=args.family)
+    if args.format == "json":
+        print(json.dumps([k.to_json() for k in kernels], indent=2))
+        return 0
+    for k in sorted(kernels, key=lambda k: (k.family, k.name)):
+        print(f"{k.name:<36} {k.family:<16} {','.join(k.archs):<10} {', '.join(k.labels)}")
+    return 0
+
+
+def cmd_plugins(registry: Registry, args) -> int:
+    counts = {f.family.name: 0 for f in registry.families}
+    for k in registry.kernels.values():
+        counts[k.family] += 1
+    families = [
+        {"name": f.family.name, "distribution": f.distribution, "version": f.version,
+         "license": f.family.license.expression, "kernels": counts[f.family.name]}
+        for f in registry.families
+    ]
+    broken = [{"name": b.name, "distribution": b.distribution, "error": b.error}
+              for b in registry.broken]
+    if args.format == "json":
+        print(json.dumps({"families": families, "broken": broken}, indent=2))
+        return 0
+    for f in families:
+        print(f"{f['name']:<16} {f['distribution'] + ' ' + f['version']:<34} "
+              f"{f['license']:<28} {f['kernels']} kernel(s)")
+    for b in broken:
+        print(f"BROKEN {b['name']:<9} {b['distribution']}: {b['error']}")
+    return 0
+
+
+def _requests(registry: Registry, args, action: str) -> list[Request]:
+    if args.configs and not args.kernel:
+        raise UsageError("--config needs --kernel (labels belong to one kernel)")
+    kernels = registry.select(kernel=args.kernel, family=getattr(args, "family", None))
+    bench = action == "bench"
+    options = {}
+    if bench:
+        if args.rounds < 1 or args.cooldown < 0:
+            raise UsageError("--rounds must be >= 1 and --cooldown >= 0")
+        options = {"rounds": args.rounds, "cooldown_s": args.cooldown}
+        # forwarded only when given, so each timer keeps its own defaults
+        options.update({k: v for k, v in (("timer", args.timer), ("warmup", args.warmup),
+                                          ("repeat", args.repeat)) if v is not None})
+    requests = []
+    for k in kernels:
+        labels = args.configs or (k.bench_labels if bench else k.labels)
+        for label in labels:
+            k.config(label, bench=bench)  # unknown label: usage error listing what exists
+            requests.append(Request(k.name, label, action, options))
+    if not requests:
+        raise UsageError("nothing selected: no kernels installed for that selection")
+    return requests
+
+
+def _run_all(requests: list[Request], args, jobs: int = 1) -> list[Result]:
+    """Run requests in child processes, ``jobs`` at a time, reporting progress on stderr."""
+    total, done, pending = len(requests), [], list(enumerate(requests))
+    running: list[tuple[int, ChildRun]] = []
+    started = time.monotonic()
+    try:
+        while pending or running:
+            while pending and len(running) < jobs:
+                i, req = pending.pop(0)
+                log = args.log_dir / f"{req.kernel}.{req.label}.{req.action}.log" \
+                    if args.log_dir else None
+                print(f"[{i + 1}/{total}] {req.kernel} {req.label} ...", file=sys.stderr,
+                      flush=True)
+                running.append((i, ChildRun(req, log_path=log)))
+            time.sleep(0.05)
+            for item in list(running):
+                i, child = item
+                if child.poll():
+                    result = child.collect()
+                elif child.elapsed > args.timeout:
+                    result = child.expire(args.timeout)
+                else:
+                    continue
+                running.remove(item)
+                done.append((i, result))
+                _progress(result, len(done), total, time.monotonic() - started)
+    except KeyboardInterrupt:
+        for _, child in running:
+            child.kill()
+        raise
+    return [r for _, r in sorted(done, key=lambda x: x[0])]
+
+
+def _progress(r: Result, n: int, total: int, elapsed: float) -> None:
+    note = ""
+    if r.status == "PASS" and r.launched is False:
+        note = " (compile only; launch skipped)"
+    elif r.status != "PASS":
+        note = f": {r.detail.splitlines()[0] if r.detail else ''}"
+    print(f"  {r.status:<7} {r.kernel} {r.label} {r.seconds:.1f}s{note}  "
+          f"[{n}/{total} done, {elapsed:.0f}s]", file=sys.stderr, flush=True)
+
+
+def _summary(results: list[Result]) -> dict:
+    counts = {s: sum(r.status == s for r in results) for s in STATUSES}
+    return {"total": len(results), **counts,
+            "compile_only": sum(r.launched is False for r in results)}
+
+
+def cmd_test(registry: Registry, args) -> int:
+    _warn_broken(registry)
+    if args.jobs < 1:
+        raise UsageError("--jobs must be >= 1")
+    results = _run_all(_requests(registry, args, "test"), args, jobs=args.jobs)
+    summary = _summary(results)
+    if args.json:
+        print(json.dumps({"results": [r.to_json() for r in results], "summary": summary},
+                         indent=2))
+    else:
+        for r in results:
+            if r.status in FAILED:
+                print(f"--- {r.status} {r.kernel} {r.label}\n{r.detail}\n")
+        print(_summary_line(summary))
+    return 1 if any(r.status in FAILED for r in results) else 0
+
+
+def _summary_line(s: dict) -> str:
+    parts = ", ".join(f"{s[k]} {k}" for k in STATUSES if s[k])
+    extra = f" ({s['compile_only']} compile only)" if s.get("compile_only") else ""
+    return f"{s['total']} config(s): {parts}{extra}"
+
+
+def cmd_bench(registry: Registry, args) -> int:
+    _warn_broken(registry)
+    results = _run_all(_requests(registry, args, "bench"), args)
+    rows = [_bench_row(r) for r in results]
+    if args.json:
+        print(json.dumps({"results": rows, "summary": _summary(results)}, indent=2))
+    else:
+        for row in rows:
+            print(_format_bench_row(row))
+        print(_summary_line(_summary(results)))
+    return 1 if any(r.status in FAILED for r in results) else 0
+
+
+def _bench_row(r: Result) -> dict:
+    row = {"kernel": r.kernel, "config": r.label, "status": r.status}
+    if r.bench:
+        impls = r.bench.get("impls", {})
+        row.update(impls_us=impls, errors=r.bench.get("errors", {}),
+                   timer=r.bench.get("timer"), ratio=ratio(impls),
+                   round_samples=r.bench.get("round_samples", {}))
+    if r.detail:
+        row["detail"] = r.detail
+    return row
+
+
+def _format_bench_row(row: dict) -> str:
+    head = f"{row['kernel']} {row['config']}"
+    if row["status"] != "PASS":
+        return f"{head}: {row['status']} {row.get('detail', '')}"
+    lines = [f"{head}  (timer: {row['timer']})"]
+    for name, us in sorted(row["impls_us"].items(), key=lambda kv: (not is_ours(kv[0]), kv[0])):
+        lines.append(f"  {name:<24} {us:10.2f} us")
+    for name, err in row["errors"].items():
+        lines.append(f"  {name:<24} BASELINE_ERROR: {err}")
+    r = row["ratio"]
+    lines.append(f"  ratio fastest-reference/ours: {'n/a' if r is None else f'{r:.3f}'}")
+    return "\n".join(lines)
+
+
+COMMANDS = {"list": cmd_list, "plugins": cmd_plugins, "test": cmd_test, "bench": cmd_bench}
+
+if __name__ == "__main__":
+    sys.exit(main())

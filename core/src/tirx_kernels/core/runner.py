@@ -1,0 +1,142 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Run one kernel config in its own process, with a timeout.
+
+A sticky CUDA error, an illegal address or a hang then costs one config, not the run.
+The child is ``python -m tirx_kernels.core.worker REQUEST RESULT``: it reads a JSON request
+and writes a JSON result; its stdout/stderr go to a log file. No result file means it
+crashed (ERROR); a run past its deadline is killed with its whole process group (TIMEOUT).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+PASS, FAIL, SKIP, ERROR, TIMEOUT = "PASS", "FAIL", "SKIP", "ERROR", "TIMEOUT"
+STATUSES = (PASS, FAIL, SKIP, ERROR, TIMEOUT)
+FAILED = {FAIL, ERROR, TIMEOUT}
+LOG_TAIL_LINES = 30
+
+
+@dataclass
+class Result:
+    kernel: str
+    label: str
+    action: str  # "test" or "bench"
+    status: str
+    seconds: float = 0.0
+    detail: str = ""
+    launched: bool | None = None  # test: False when only compiled (no suitable GPU)
+    bench: dict | None = None  # bench: the full bench result (microseconds)
+    log: str | None = None  # path of the full child log, when kept
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v not in (None, {})}
+
+
+@dataclass(frozen=True)
+class Request:
+    kernel: str
+    label: str
+    action: str
+    options: dict = field(default_factory=dict)  # bench: warmup/repeat/timer/rounds/cooldown_s
+
+
+class ChildRun:
+    """One config running in a child process; poll it, wait for it, or kill it."""
+
+    def __init__(self, request: Request, *, env: dict | None = None, log_path: Path | None = None,
+                 python: str | None = None):
+        self.request = request
+        self._tmp = tempfile.TemporaryDirectory(prefix="tirx-run-")
+        tmp = Path(self._tmp.name)
+        self.result_path = tmp / "result.json"
+        request_path = tmp / "request.json"
+        request_path.write_text(json.dumps(asdict(request)))
+        self.keep_log = log_path is not None
+        self.log_path = Path(log_path) if log_path else tmp / "child.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        child_env = dict(os.environ)
+        child_env.update(env or {})
+        child_env.setdefault("PYTHONUNBUFFERED", "1")
+        self._log = open(self.log_path, "wb")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [python or sys.executable, "-m", "tirx_kernels.core.worker",
+             str(request_path), str(self.result_path)],
+            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=child_env, start_new_session=True,  # own process group: kill takes it all
+        )
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def poll(self) -> bool:
+        """True once the child has exited."""
+        return self.proc.poll() is not None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+
+    def wait(self, timeout: float | None) -> Result:
+        """Wait up to ``timeout`` seconds, then collect (a late child is killed: TIMEOUT)."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return self.expire(timeout)
+        return self.collect()
+
+    def expire(self, timeout: float) -> Result:
+        """Kill a child that ran past its deadline: TIMEOUT."""
+        self.kill()
+        return self._finish(TIMEOUT, f"no result after {timeout:g} s; killed")
+
+    def collect(self) -> Result:
+        if self.result_path.exists():
+            data = json.loads(self.result_path.read_text())
+            return self._finish(data.pop("status"), data.pop("detail", ""), **data)
+        code = self.proc.returncode
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        return self._finish(ERROR, f"child crashed ({how}) without a result:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def _finish(self, status: str, detail: str, **fields) -> Result:
+        seconds = round(self.elapsed, 3)
+        if status in FAILED and detail and "\n" not in detail:
+            detail = f"{detail}\n{self.log_tail()}"
+        self._log.close()
+        result = Result(self.request.kernel, self.request.label, self.request.action, status,
+                        seconds, detail, log=str(self.log_path) if self.keep_log else None,
+                        **fields)
+        if not self.keep_log:
+            self._tmp.cleanup()
+        return result
+
+
+def run_config(request: Request, *, timeout: float | None, env: dict | None = None,
+               log_path: Path | None = None) -> Result:
+    """Run one config to completion in a child process."""
+    child = ChildRun(request, env=env, log_path=log_path)
+    try:
+        return child.wait(timeout)
+    except BaseException:  # Ctrl-C: take the child down with us
+        child.kill()
+        raise

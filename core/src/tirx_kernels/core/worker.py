@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Child process of the runner: run one config through the family's protocol hook.
+
+``python -m tirx_kernels.core.worker REQUEST.json RESULT.json`` writes one JSON result:
+PASS, FAIL (AssertionError, or a compile error), SKIP (unittest.SkipTest) or ERROR.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+import unittest
+from pathlib import Path
+
+from .defaults import CompileError
+from .meta import strip_label
+from .registry import Registry
+from .runner import ERROR, FAIL, PASS, SKIP, Request
+
+
+def execute(request: Request) -> dict:
+    registry = Registry.load()
+    kernel = registry.get(request.kernel)
+    config = strip_label(kernel.config(request.label, bench=request.action == "bench"))
+    module = kernel.load()
+    hook = registry.pm.hook
+    if request.action == "bench":
+        result = hook.tirx_kernels_run_bench(kernel=kernel, module=module, config=config,
+                                             options=request.options)
+        if not isinstance(result, dict) or "impls" not in result:
+            raise TypeError(f"run_bench must return the bench result dict, got {result!r}")
+        return {"status": PASS, "bench": result}
+    if request.action != "test":
+        raise ValueError(f"unknown action {request.action!r}")
+    outcome = hook.tirx_kernels_run_test(kernel=kernel, module=module, config=config)
+    extra = outcome if isinstance(outcome, dict) else {}
+    return {"status": PASS, "launched": extra.get("launched"), "detail": extra.get("detail", "")}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    request_path, result_path = Path(argv[0]), Path(argv[1])
+    request = Request(**json.loads(request_path.read_text()))
+    try:
+        result = execute(request)
+    except unittest.SkipTest as e:
+        result = {"status": SKIP, "detail": str(e)}
+    except AssertionError as e:
+        traceback.print_exc()
+        result = {"status": FAIL, "detail": f"AssertionError: {e}"}
+    except CompileError as e:
+        traceback.print_exc()
+        result = {"status": FAIL, "detail": f"compile failed: {e}"}
+    except Exception as e:  # noqa: BLE001 - every other failure is reported, not raised
+        traceback.print_exc()
+        result = {"status": ERROR, "detail": f"{type(e).__name__}: {e}"}
+    sys.stdout.flush()
+    result_path.write_text(json.dumps(result, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Fake kernel families installed into a temporary site directory.
+
+Each fake family is a real distribution (a ``.dist-info`` with an ``entry_points.txt``) on
+``sys.path`` and ``PYTHONPATH``, so in-process loading and child processes both see it.
+``TIRX_KERNELS_FAMILIES`` limits loading to the fakes, hiding the installed families.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+HEADER = "# SPDX-License-Identifier: Apache-2.0\n# SPDX-FileCopyrightText: Copyright TIRx authors\n"
+
+PLUGIN = '''
+from pathlib import Path
+from tirx_kernels.core import Family, LicensePolicy, hookimpl
+
+KERNELS = {kernels!r}
+
+
+@hookimpl
+def tirx_kernels_family():
+    return Family(name={name!r}, category={category!r}, package=__package__,
+                  license=LicensePolicy(expression="Apache-2.0"))
+
+
+@hookimpl
+def tirx_kernels_register_kernels(register):
+    for k in KERNELS:
+        register(f"{{__package__}}.{{k}}")
+
+
+@hookimpl
+def tirx_kernels_suite_configs(register):
+    for path in sorted(Path(__file__).parent.glob("*.yaml")):
+        register(path)
+'''
+
+# A protocol hook driven by the config's "mode": lets CPU tests exercise every status.
+FAKE_PROTOCOL = '''
+
+@hookimpl
+def tirx_kernels_run_test(config):
+    import os, signal, time
+    mode = config.get("mode", "pass")
+    if mode == "pass":
+        return {"launched": True, "detail": "fake pass"}
+    if mode == "fail":
+        raise AssertionError("max abs error 0.5 > 0.01")
+    if mode == "skip":
+        import unittest
+        raise unittest.SkipTest("no fake GPU")
+    if mode == "error":
+        raise RuntimeError("harness exploded")
+    if mode == "crash":
+        print("about to crash", flush=True)
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if mode == "hang":
+        time.sleep(600)
+
+
+@hookimpl
+def tirx_kernels_run_bench(config, options):
+    return {"impls": {"tirx": 10.0, "torch": 15.0}, "round_samples": {}, "errors": {},
+            "timer": options.get("timer", "proton"), "options": options}
+'''
+
+
+def kernel_source(name, category, configs='[{"label": "a", "mode": "pass"}]', cc=9,
+                  archs='["sm_90a"]', body=""):
+    return HEADER + textwrap.dedent(f'''
+        KERNEL_META = {{"name": {name!r}, "category": {category!r},
+                       "compute_capability": {cc}, "archs": {archs}}}
+        CONFIGS = {configs}
+        ''') + textwrap.dedent(body)
+
+
+class FakeSite:
+    def __init__(self, root: Path, monkeypatch):
+        self.root = root
+        self.names: list[str] = []
+        self.monkeypatch = monkeypatch
+        monkeypatch.syspath_prepend(str(root))
+        monkeypatch.setenv("PYTHONPATH", str(root) + ":" + _env_pythonpath())
+        monkeypatch.delenv("TIRX_KERNELS_STRICT", raising=False)
+        monkeypatch.delenv("TIRX_KERNELS_DISABLE", raising=False)
+
+    def family(self, name, kernels: dict[str, str] | None = None, *, category=None,
+               protocol=True, plugin=None, dist=None, files: dict[str, str] | None = None):
+        """Install fake family ``name`` with kernel modules {module_name: source}."""
+        category = category or name
+        kernels = kernels if kernels is not None else {
+            "kern": kernel_source(f"{name}_kern", category)}
+        pkg = self.root / f"fake_{name}"
+        pkg.mkdir()
+        (pkg / "__init__.py").write_text(HEADER)
+        if plugin is None:
+            plugin = HEADER + PLUGIN.format(kernels=tuple(kernels), name=name,
+                                            category=category)
+            plugin += FAKE_PROTOCOL if protocol else ""
+        (pkg / "plugin.py").write_text(plugin)
+        for mod, src in kernels.items():
+            (pkg / f"{mod}.py").write_text(src)
+        for fname, text in (files or {}).items():
+            (pkg / fname).write_text(text)
+        dist = dist or f"fake-{name}"
+        info = self.root / f"{dist.replace('-', '_')}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+        (info / "entry_points.txt").write_text(
+            f"[tirx_kernels]\n{name} = fake_{name}.plugin\n")
+        self.names.append(name)
+        self.monkeypatch.setenv("TIRX_KERNELS_FAMILIES", ",".join(self.names))
+        importlib.invalidate_caches()
+        return pkg
+
+
+def _env_pythonpath():
+    import os
+
+    return os.environ.get("PYTHONPATH", "")
+
+
+@pytest.fixture
+def fake_site(tmp_path, monkeypatch):
+    root = tmp_path / "site"
+    root.mkdir()
+    yield FakeSite(root, monkeypatch)
+    for mod in [m for m in sys.modules if m.startswith("fake_")]:
+        del sys.modules[mod]

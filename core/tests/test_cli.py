@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""tirx-run end to end in subprocesses: statuses, exit codes, JSON, timeouts, crashes."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import HEADER, kernel_source
+
+MODES = ["pass", "fail", "skip", "error", "crash", "hang"]
+CONFIGS = repr([{"label": m, "mode": m} for m in MODES])
+
+
+def tirx_run(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "tirx_kernels.core.cli", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def modes_family(fake_site):
+    fake_site.family("alpha", {"kern": kernel_source("alpha_kern", "alpha", configs=CONFIGS)})
+    return fake_site
+
+
+def test_every_status_and_its_exit_code(modes_family):
+    p = tirx_run("test", "--kernel", "alpha_kern", "--json", "--timeout", "5", "-j", "3")
+    assert p.returncode == 1, p.stderr
+    results = {r["label"]: r for r in json.loads(p.stdout)["results"]}
+    assert {k: r["status"] for k, r in results.items()} == {
+        "pass": "PASS", "fail": "FAIL", "skip": "SKIP", "error": "ERROR", "crash": "ERROR",
+        "hang": "TIMEOUT"}
+    assert "max abs error 0.5" in results["fail"]["detail"]
+    assert "no fake GPU" in results["skip"]["detail"]
+    assert "SIGSEGV" in results["crash"]["detail"] and "about to crash" in results["crash"][
+        "detail"]
+    assert "no result after 5 s" in results["hang"]["detail"]
+    assert results["hang"]["seconds"] < 30
+    summary = json.loads(p.stdout)["summary"]
+    assert (summary["total"], summary["PASS"], summary["TIMEOUT"]) == (6, 1, 1)
+    assert "[6/6 done" in p.stderr  # progress
+
+
+def test_exit_zero_when_nothing_failed(modes_family):
+    p = tirx_run("test", "--kernel", "alpha_kern", "--config", "pass", "--config", "skip")
+    assert p.returncode == 0, p.stderr
+    assert "2 config(s): 1 PASS, 1 SKIP" in p.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["test", "--kernel", "nope"], "no kernel 'nope'; installed kernels: alpha_kern"),
+    (["test", "--kernel", "alpha_kern", "--config", "zzz"], "available: pass, fail"),
+    (["test", "--config", "pass"], "--config needs --kernel"),
+    (["test", "--family", "nope"], "no family 'nope'; installed families: alpha"),
+    (["list", "--family", "nope"], "no family 'nope'"),
+])
+def test_usage_errors_exit_2_and_list_what_exists(modes_family, args, message):
+    p = tirx_run(*args)
+    assert p.returncode == 2
+    assert message in p.stderr
+
+
+def test_list_json_and_text(modes_family):
+    p = tirx_run("list", "--format", "json")
+    assert p.returncode == 0
+    [k] = json.loads(p.stdout)
+    assert k["name"] == "alpha_kern" and k["family"] == "alpha" and k["archs"] == ["sm_90a"]
+    assert k["configs"] == MODES
+    text = tirx_run("list").stdout
+    assert "alpha_kern" in text and "sm_90a" in text and "pass, fail" in text
+
+
+def test_plugins_reports_broken_families(modes_family):
+    modes_family.family("broken", plugin=HEADER + "raise ImportError('no such thing')\n")
+    p = tirx_run("plugins", "--format", "json")
+    data = json.loads(p.stdout)
+    assert data["families"][0] | {"version": "1.0"} == {
+        "name": "alpha", "distribution": "fake-alpha", "version": "1.0",
+        "license": "Apache-2.0", "kernels": 1}
+    assert data["broken"][0]["distribution"] == "fake-broken"
+    assert "no such thing" in data["broken"][0]["error"]
+    assert tirx_run("--strict", "plugins").returncode == 2
+
+
+def test_bench_forwards_only_given_options_and_prints_ratio(modes_family):
+    p = tirx_run("bench", "--kernel", "alpha_kern", "--config", "pass", "--json")
+    assert p.returncode == 0, p.stderr
+    [row] = json.loads(p.stdout)["results"]
+    assert row["impls_us"] == {"tirx": 10.0, "torch": 15.0}
+    assert row["ratio"] == pytest.approx(1.5)
+    p = tirx_run("bench", "--kernel", "alpha_kern", "--config", "pass", "--timer", "event",
+                 "--rounds", "2", "--cooldown", "0", "--warmup", "5", "--json")
+    [row] = json.loads(p.stdout)["results"]
+    assert row["timer"] == "event"
+    text = tirx_run("bench", "--kernel", "alpha_kern", "--config", "pass").stdout
+    assert "ratio fastest-reference/ours: 1.500" in text and "(timer: proton)" in text
+
+
+def test_bench_options_reach_run_bench(fake_site):
+    body = '''
+    def run_bench(**kw):
+        return {"impls": {"tirx": 1.0}, "errors": {"flashinfer": "not installed"},
+                "timer": "proton", "kw": sorted(kw)}
+    '''
+    fake_site.family("alpha", {"kern": kernel_source("alpha_kern", "alpha", body=body)},
+                     protocol=False)
+    # the default protocol SKIPs bench without a sm_90a GPU (this CPU machine)
+    p = tirx_run("bench", "--kernel", "alpha_kern", "--json")
+    [row] = json.loads(p.stdout)["results"]
+    assert row["status"] == "SKIP" and "needs a sm_90a GPU" in row["detail"]

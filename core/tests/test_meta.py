@@ -1,0 +1,101 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Static reading and validation of KERNEL_META and config matrices."""
+
+import pytest
+
+from tirx_kernels.core.meta import (
+    MetaError,
+    read_module_info,
+    strip_label,
+    validate_configs,
+    validate_meta,
+)
+
+GOOD = {"name": "rmsnorm", "category": "basic", "compute_capability": 9, "archs": ["sm_90a"]}
+
+
+def meta(**changes):
+    m = dict(GOOD, **changes)
+    return {k: v for k, v in m.items() if v is not None}
+
+
+def test_good_meta_passes():
+    validate_meta(GOOD, where="m", category="basic")
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"name": None}, "missing required key 'name'"),
+    ({"archs": "sm_90a"}, "must be list"),
+    ({"compute_capability": 90}, "write the major version (9 for SM90)"),
+    ({"compute_capability": 100, "archs": ["sm_100a"]}, "10 for SM100"),
+    ({"compute_capability": True}, "must be int"),
+    ({"archs": []}, "exact archs"),
+    ({"archs": ["hopper"]}, "not an exact arch"),
+    ({"archs": ["sm_100a"]}, "does not belong to compute_capability 9"),
+    ({"name": "Bad-Name"}, "lower_snake_case"),
+    ({"extra": 1}, "unknown keys"),
+    ({"category": "flashinfer"}, "family's category is 'basic'"),
+])
+def test_bad_meta_is_rejected_with_the_fix(changes, message):
+    with pytest.raises(MetaError) as e:
+        validate_meta(meta(**changes), where="mod.py", category="basic")
+    assert message in str(e.value) and "mod.py" in str(e.value)
+
+
+@pytest.mark.parametrize("configs, message", [
+    ([], "non-empty list"),
+    ([{"M": 1}], "needs a non-empty string 'label'"),
+    ([{"label": " "}], "non-empty string"),
+    ([{"label": "a"}, {"label": "a"}], "used twice"),
+    (["a"], "must be a dict"),
+])
+def test_bad_configs(configs, message):
+    with pytest.raises(MetaError, match=message):
+        validate_configs(configs, where="m")
+
+
+def test_labels_and_strip_label():
+    assert validate_configs([{"label": "a", "M": 1}, {"label": "b"}], where="m") == ["a", "b"]
+    assert strip_label({"label": "a", "M": 1}) == {"M": 1}
+
+
+def test_configs_from_comprehensions_over_literals(tmp_path):
+    src = tmp_path / "k.py"
+    src.write_text(
+        "import torch\n"  # never executed
+        "KERNEL_META = {'name': 'k', 'category': 'c', 'compute_capability': 9,"
+        " 'archs': ['sm_90a']}\n"
+        "HIDDEN = (128, 4096)\n"
+        "CONFIGS = [{'label': f'h{h}_t{t}', 'hidden': h, 'tokens': t}"
+        " for h in HIDDEN for t in range(1, 3)]\n"
+        "BENCH_CONFIGS = CONFIGS[:1]\n"
+        "def get_kernel(**c): raise SystemExit\n"
+    )
+    info = read_module_info(src)
+    assert [c["label"] for c in info.configs] == ["h128_t1", "h128_t2", "h4096_t1", "h4096_t2"]
+    assert info.bench_configs == info.configs[:1]
+
+
+def test_meta_must_be_a_literal(tmp_path):
+    src = tmp_path / "k.py"
+    src.write_text("NAME = 'k'\nKERNEL_META = {'name': NAME}\nCONFIGS = []\n")
+    with pytest.raises(MetaError, match="plain literal"):
+        read_module_info(src)
+
+
+def test_configs_calling_code_are_not_evaluated(tmp_path):
+    src = tmp_path / "k.py"
+    src.write_text(
+        "KERNEL_META = {'name': 'k'}\n"
+        "CONFIGS = [{'label': str(__import__('os').getpid())}]\n"
+    )
+    with pytest.raises(MetaError, match="not statically evaluable"):
+        read_module_info(src)
+
+
+def test_missing_meta(tmp_path):
+    src = tmp_path / "k.py"
+    src.write_text("CONFIGS = []\n")
+    with pytest.raises(MetaError, match="no module-level KERNEL_META"):
+        read_module_info(src)
