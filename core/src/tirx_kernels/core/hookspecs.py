@@ -39,7 +39,8 @@ def tirx_kernels_run_test(kernel, module, config):
     """Run one correctness config; first non-None result wins.
 
     ``kernel`` is the registry entry, ``module`` the imported kernel module and ``config``
-    the keyword arguments (label stripped). Return True when handled; raise AssertionError
+    the keyword arguments (label stripped). Return ``{"launched": bool, "detail": str}``;
+    raise AssertionError
     on mismatch and ``unittest.SkipTest`` when hardware or a reference is missing.
     The default implementation calls ``module.run_test(**config)``.
     """
