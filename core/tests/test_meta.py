@@ -67,8 +67,9 @@ def test_configs_from_comprehensions_over_literals(tmp_path):
         "KERNEL_META = {'name': 'k', 'category': 'c', 'compute_capability': 9,"
         " 'archs': ['sm_90a']}\n"
         "HIDDEN = (128, 4096)\n"
+        "TOKENS = (1, 2)\n"
         "CONFIGS = [{'label': f'h{h}_t{t}', 'hidden': h, 'tokens': t}"
-        " for h in HIDDEN for t in range(1, 3)]\n"
+        " for h in HIDDEN for t in TOKENS]\n"
         "BENCH_CONFIGS = CONFIGS[:1]\n"
         "def get_kernel(**c): raise SystemExit\n"
     )
@@ -90,7 +91,18 @@ def test_configs_calling_code_are_not_evaluated(tmp_path):
         "KERNEL_META = {'name': 'k'}\n"
         "CONFIGS = [{'label': str(__import__('os').getpid())}]\n"
     )
-    with pytest.raises(MetaError, match="not statically evaluable"):
+    with pytest.raises(MetaError, match="CONFIGS is not statically evaluable.*line 2: calls"):
+        read_module_info(src)
+
+
+def test_configs_naming_an_imported_value_say_which(tmp_path):
+    src = tmp_path / "k.py"
+    src.write_text(
+        "from x import SIZES\n"
+        "KERNEL_META = {'name': 'k'}\n"
+        "CONFIGS = [{'label': str(s)} for s in SIZES]\n"
+    )
+    with pytest.raises(MetaError, match="name 'SIZES' is not defined"):
         read_module_info(src)
 
 

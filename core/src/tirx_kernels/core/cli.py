@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("list", help="kernels with family, archs and config labels")
     ls.add_argument("--family")
-    ls.add_argument("--format", choices=("text", "json"), default="text")
+    ls.add_argument("--format", choices=("text", "json", "markdown"), default="text")
 
     pl = sub.add_parser("plugins", help="installed families and broken plugins")
     pl.add_argument("--format", choices=("text", "json"), default="text")
@@ -92,9 +92,21 @@ def cmd_list(registry: Registry, args) -> int:
     if args.format == "json":
         print(json.dumps([k.to_json() for k in kernels], indent=2))
         return 0
+    if args.format == "markdown":
+        print(kernel_table(kernels))
+        return 0
     for k in sorted(kernels, key=lambda k: (k.family, k.name)):
         print(f"{k.name:<36} {k.family:<16} {','.join(k.archs):<10} {', '.join(k.labels)}")
     return 0
+
+
+def kernel_table(kernels) -> str:
+    """The README's kernel table (a test keeps the README in sync with the registry)."""
+    rows = ["| kernel | family | archs | configs | bench configs |", "|---|---|---|---|---|"]
+    for k in sorted(kernels, key=lambda k: (k.family, k.name)):
+        rows.append(f"| `{k.name}` | {k.family} | {', '.join(k.archs)} | {len(k.labels)} "
+                    f"| {len(k.bench_labels)} |")
+    return "\n".join(rows)
 
 
 def cmd_plugins(registry: Registry, args) -> int:

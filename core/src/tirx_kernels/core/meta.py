@@ -41,6 +41,7 @@ def read_module_info(path: Path) -> ModuleInfo:
     """Statically evaluate ``KERNEL_META``, ``CONFIGS`` and ``BENCH_CONFIGS`` of ``path``."""
     tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=str(path))
     namespace: dict = {}
+    failures: dict[str, str] = {}
     meta_node = None
     for node in tree.body:
         target, value = _simple_assignment(node)
@@ -50,8 +51,10 @@ def read_module_info(path: Path) -> ModuleInfo:
             meta_node = value
         try:
             namespace[target] = _static_eval(value, namespace)
-        except Exception:  # not statically evaluable: only a problem for the names we need
+            failures.pop(target, None)
+        except Exception as e:  # not statically evaluable: only a problem for names we need
             namespace.pop(target, None)
+            failures[target] = f"line {node.lineno}: {e}"
     if meta_node is None:
         raise MetaError(f"{path}: no module-level KERNEL_META = {{...}} literal")
     try:
@@ -61,11 +64,14 @@ def read_module_info(path: Path) -> ModuleInfo:
             f"{path}:{meta_node.lineno}: KERNEL_META must be a plain literal dict "
             f"(no names or calls) so it can be read without importing the module: {e}"
         ) from None
+    for name in ("CONFIGS", "BENCH_CONFIGS"):
+        if name in failures:
+            raise MetaError(
+                f"{path}: {name} is not statically evaluable ({failures[name]}); build it "
+                "from literals and comprehensions over module-level literal constants only"
+            )
     if "CONFIGS" not in namespace:
-        raise MetaError(
-            f"{path}: CONFIGS missing or not statically evaluable; build it from literals "
-            "and comprehensions over module-level literals only"
-        )
+        raise MetaError(f"{path}: no module-level CONFIGS = [...]")
     return ModuleInfo(meta, namespace["CONFIGS"], namespace.get("BENCH_CONFIGS"))
 
 
@@ -85,13 +91,17 @@ def _static_eval(node, namespace):
         pass
     for sub in ast.walk(node):  # no attribute access, no lambdas: pure data only
         if isinstance(sub, (ast.Attribute, ast.Lambda, ast.NamedExpr, ast.Await)):
-            raise ValueError("not static")
+            raise ValueError(f"uses {ast.unparse(sub)!r}")
         if isinstance(sub, ast.Call) and not (
             isinstance(sub.func, ast.Name) and sub.func.id in _SAFE_BUILTINS
         ):
-            raise ValueError("not static")
+            raise ValueError(f"calls {ast.unparse(sub.func)!r}")
     code = compile(ast.Expression(node), "<static>", "eval")
-    return eval(code, {"__builtins__": _SAFE_BUILTINS}, dict(namespace))  # noqa: S307
+    try:
+        # one globals dict: nested comprehension scopes look names up there, not in locals
+        return eval(code, {**namespace, "__builtins__": _SAFE_BUILTINS})  # noqa: S307
+    except NameError as e:
+        raise ValueError(f"{e} (only earlier module-level literal constants are visible)") from None
 
 
 def validate_meta(meta: dict, *, where: str, category: str | None = None) -> None:
