@@ -19,6 +19,19 @@ class Upstream:
     spdx: str  # the upstream's own SPDX expression, e.g. "Apache-2.0"
     copyright: str  # the upstream copyright notice a port header keeps
     commit: str = ""  # full 40-hex commit ports of this family cite
+    # Other full commits a port may cite (a file re-ported from a newer upstream).
+    other_commits: tuple[str, ...] = ()
+    # Verbatim upstream license (and AUTHORS) texts, relative to the repository root;
+    # empty means ``licenses/<repository name, lower case>-LICENSE.txt``.
+    license_texts: tuple[str, ...] = ()
+
+    @property
+    def slug(self) -> str:
+        return self.url.rstrip("/").rsplit("/", 1)[-1].lower()
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        return self.license_texts or (f"licenses/{self.slug}-LICENSE.txt",)
 
 
 @dataclass(frozen=True)
@@ -27,6 +40,7 @@ class FileOverride:
 
     spdx: str
     required_text: tuple[str, ...] = ()  # verbatim lines that must appear in the file
+    upstream: Upstream | None = None  # where the file comes from; None: the family's upstream
 
 
 @dataclass(frozen=True)
@@ -34,7 +48,10 @@ class LicensePolicy:
     """How a family's files are licensed; the license audit reads only this.
 
     ``upstream`` None means a native family: every file carries the native header.
-    Paths are relative to the family's import package directory (``rmsnorm.py``).
+    Paths (``overrides`` keys, ``native_files``) are relative to the family's import package
+    directory (``rmsnorm.py``); ``native_files`` entries may be ``fnmatch`` patterns.
+    ``license_files`` are shipped in the wheel; the upstream texts (``Upstream.texts``) are
+    shipped in addition, so a plugin need not repeat them.
     """
 
     expression: str  # PEP 639 expression of the distribution, e.g. "Apache-2.0 AND MIT"

@@ -1,0 +1,146 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""``tirx-license``: audit license headers, metadata and wheels; self-test; fix native headers.
+
+    tirx-license audit [--package NAME ...] [--wheel PATH ...] [--json] [--root DIR]
+    tirx-license audit --self-test
+    tirx-license fix [--package NAME ...] [--dry-run] [FILE ...]
+    tirx-license list [--json]
+
+Exit status: 0 clean, 1 findings (or refusals), 2 usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .audit import audit, expected_expression, own_python_files, required_files
+from .discover import Distribution, Repo, discover, normalize
+from .fix import fix
+from .wheel import audit_wheel
+
+
+class UsageError(Exception):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tirx-license", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("audit", help="check headers, pyproject license fields, license files")
+    a.add_argument("--package", action="append", default=[], metavar="NAME",
+                   help="distribution (tirx-kernels-basic) or family (basic); repeatable")
+    a.add_argument("--wheel", action="append", default=[], metavar="PATH", type=Path,
+                   help="also audit a built wheel; alone, audit only the wheels")
+    a.add_argument("--json", action="store_true", help="machine-readable report")
+    a.add_argument("--self-test", action="store_true",
+                   help="prove every rule fires on synthetic broken cases")
+    a.add_argument("--root", type=Path, help="repository root (default: git top level)")
+    f = sub.add_parser("fix", help="add the native header to header-less files "
+                       "of native packages")
+    f.add_argument("files", nargs="*", type=Path)
+    f.add_argument("--package", action="append", default=[], metavar="NAME")
+    f.add_argument("--dry-run", action="store_true")
+    f.add_argument("--root", type=Path)
+    ls = sub.add_parser("list", help="the distributions the audit covers and their terms")
+    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--root", type=Path)
+    return p
+
+
+def select(dists: list[Distribution], repo: Repo, names: list[str]) -> list[Distribution]:
+    if not names:
+        return [d for d in dists if d.root is not None and
+                (d.root == repo.root or repo.root in d.root.parents)]
+    chosen = []
+    for name in names:
+        hits = [d for d in dists if d.name == normalize(name) or d.family == name]
+        if not hits:
+            known = ", ".join(d.name for d in dists)
+            raise UsageError(f"no distribution or family {name!r}; known: {known}")
+        chosen += [d for d in hits if d not in chosen]
+    return chosen
+
+
+def _describe(d: Distribution, repo: Repo, every) -> dict:
+    up = d.policy.upstream
+    return {"name": d.name, "kind": d.kind, "family": d.family,
+            "root": str(d.root) if d.root else None, "expression": d.policy.expression,
+            "expected": expected_expression(d, every), "upstream": up.url if up else None,
+            "license_files": required_files(d),
+            "python_files": len(own_python_files(d, repo, every)) if d.root else 0}
+
+
+def cmd_audit(args) -> int:
+    if args.self_test:
+        from .selftest import run_self_test
+
+        return run_self_test(as_json=args.json)
+    repo = Repo.find(args.root)
+    dists, findings = discover(repo)
+    wheels_only = bool(args.wheel) and not args.package
+    chosen = [] if wheels_only else select(dists, repo, args.package)
+    if chosen:
+        findings += audit(chosen, repo, dists)
+    for w in args.wheel:
+        findings += audit_wheel(w, dists, repo)
+    summary = (f"{len(chosen)} distributions ({', '.join(d.name for d in chosen) or '-'}), "
+               f"{sum(len(own_python_files(d, repo, dists)) for d in chosen)} Python files, "
+               f"{len(args.wheel)} wheels: {len(findings)} findings")
+    if args.json:
+        print(json.dumps({"ok": not findings, "summary": summary,
+                          "distributions": [_describe(d, repo, dists) for d in chosen],
+                          "wheels": [str(w) for w in args.wheel],
+                          "findings": [f.to_json() for f in findings]}, indent=2))
+    else:
+        for f in findings:
+            print(f)
+        print(f"tirx-license audit: {summary}")
+    return 1 if findings else 0
+
+
+def cmd_fix(args) -> int:
+    repo = Repo.find(args.root)
+    dists, _ = discover(repo)
+    result = fix(select(dists, repo, args.package), repo, dists, args.files or None,
+                 dry_run=args.dry_run)
+    verb = "would add" if args.dry_run else "added"
+    for rel in result.fixed:
+        print(f"{rel}: {verb} the native header")
+    for rel, why in result.skipped:
+        print(f"{rel}: left alone: {why} (see tirx-license audit)")
+    for rel, why in result.refused:
+        print(f"{rel}: REFUSED: {why}", file=sys.stderr)
+    print(f"tirx-license fix: {len(result.fixed)} {verb}, {len(result.refused)} refused")
+    return 1 if result.refused else 0
+
+
+def cmd_list(args) -> int:
+    repo = Repo.find(args.root)
+    dists, findings = discover(repo)
+    rows = [_describe(d, repo, dists) for d in dists]
+    if args.json:
+        print(json.dumps({"distributions": rows, "findings": [f.to_json() for f in findings]},
+                         indent=2))
+    else:
+        for r in rows:
+            print(f"{r['name']:28} {r['kind']:6} {r['expected']:32} {r['root'] or '(no source)'}")
+        for f in findings:
+            print(f)
+    return 1 if findings else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return {"audit": cmd_audit, "fix": cmd_fix, "list": cmd_list}[args.command](args)
+    except UsageError as e:
+        print(f"tirx-license: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
