@@ -232,7 +232,9 @@ def audit_root(dists: list[Distribution], repo: Repo) -> list[Finding]:
         return [Finding("root-license", ROOT_LICENSE, "the repository root has no LICENSE")]
     text = lic_path.read_text(errors="replace")
     head = text[:400]
-    if not all(m in head for m in FINGERPRINTS["Apache-2.0"]) or APACHE_END not in text:
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if first != "Apache License" or not all(m in head for m in FINGERPRINTS["Apache-2.0"]) \
+            or APACHE_END not in text:
         out.append(Finding("root-license", ROOT_LICENSE, "LICENSE starts with the full "
                            "Apache-2.0 text", "Apache License, Version 2.0 ... " + APACHE_END,
                            head.strip().split("\n", 1)[0]))
