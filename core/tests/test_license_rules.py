@@ -11,7 +11,7 @@ import pytest
 
 from tirx_kernels.core.family import FileOverride, LicensePolicy, Upstream
 from tirx_kernels.core.license import selftest as st
-from tirx_kernels.core.license.audit import audit, expected_expression, rule_for
+from tirx_kernels.core.license.audit import audit, audit_distribution, expected_expression, rule_for
 from tirx_kernels.core.license.discover import Distribution, Repo, walk
 from tirx_kernels.core.license.fix import add_native_header, fix
 from tirx_kernels.core.license.headers import FileRule, check_python
@@ -315,3 +315,12 @@ def test_fix_refuses_a_named_file_of_a_port_family(tree):
 
 def test_port_prefix_constant_matches_the_contract():
     assert PORT_PREFIX == "# This file is a TIRx port of code from "
+
+
+def test_distribution_outside_the_repository_is_walked(tree, tmp_path_factory):
+    elsewhere = Repo(tmp_path_factory.mktemp("elsewhere"), [], False)
+    plain = st.distributions(tree)[1]
+    bad = plain.package_dir / "rms.py"
+    bad.write_text("x = 1\n")
+    found = audit_distribution(plain, elsewhere, [plain])
+    assert any(f.rule == "spdx-count" and f.path == str(bad) for f in found)

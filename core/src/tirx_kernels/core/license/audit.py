@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from ..family import Upstream
-from .discover import Distribution, Repo, normalize, read_pyproject
+from .discover import Distribution, Repo, normalize, read_pyproject, walk
 from .findings import Finding
 from .headers import FileRule, check_python
 from .spdx import FINGERPRINTS, NATIVE_SPDX, invalid, join, terms
@@ -74,7 +74,11 @@ def own_python_files(dist: Distribution, repo: Repo, dists: list[Distribution]) 
     deeper = [d.root for d in dists if d.root and dist.root and d.root != dist.root
               and dist.root in d.root.parents]
     out = []
-    for rel in repo.under(dist.root):
+    if repo.root != dist.root and repo.root not in dist.root.parents:  # installed elsewhere
+        listed = [str(dist.root / f) for f in walk(dist.root)]
+    else:
+        listed = repo.under(dist.root)
+    for rel in listed:
         path = repo.root / rel
         if rel.endswith(".py") and not any(r in path.parents for r in deeper):
             out.append(rel)
