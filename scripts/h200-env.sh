@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
 # Source at the start of an H200 run (device tool), from the repository root:
 #   source scripts/h200-env.sh && tirx-run test
 # Unpacks TIRx (and a reference bundle, if one travelled) via .device/activate.sh, then
