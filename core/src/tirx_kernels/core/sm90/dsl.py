@@ -1,0 +1,233 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""TIRx emitters of the sm_90a building blocks (imports the compiler through toolchain).
+
+Use inside ``@T.function`` bodies. Each emitter follows the pure model of the same name in
+:mod:`.layouts`, :mod:`.wgmma`, :mod:`.pipeline` and :mod:`.scheduler`.
+"""
+
+from __future__ import annotations
+
+from tvm_tirx.ir import PtrType
+
+from ..toolchain import T
+from .layouts import Swizzle, smem_layout
+from .wgmma import acc_regs
+
+TMA_LOAD_2D = "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes"
+
+_AB = {"bfloat16": "bf16", "float16": "f16"}
+_CVT = {"bfloat16": "bf16x2", "float16": "f16x2"}
+
+
+# --------------------------------------------------------------------------- shared memory
+
+
+def smem_view(base, byte_offset, shape, dtype, mode: Swizzle = Swizzle.B128, align=1024):
+    """A typed, swizzled view of ``shape`` at ``base`` + ``byte_offset`` (run-time offset ok).
+
+    ``base`` is a shared buffer (e.g. the dynamic-smem arena); the view carries the
+    :func:`.layouts.smem_layout` so ``T.cuda.tile.apply`` TMA can check it.
+    """
+    scope = str(base.ty.scope) if hasattr(base.ty, "scope") else "shared.dyn"
+    return T.decl_tensor(
+        T.ptr_byte_offset(base.data, byte_offset, ty=PtrType(dtype, scope)),
+        ty_args=[
+            T.Tensor(tuple(shape), dtype, scope=scope, align=align,
+                     layout=smem_layout(dtype, mode, shape))
+        ],
+    )
+
+
+def tma_load_tile(dst, src, mbar, coords, mode, elem_bytes=2):
+    """TMA-load the K-major tile ``dst`` ([rows, cols] view from :func:`smem_view`) from
+    global ``src`` at ``coords`` = (row, col): one box of one atom width per column block.
+
+    Out-of-bounds rows/cols are zero-filled and still count as transferred bytes, so the
+    expected tx of a tile is always ``rows * cols * elem_bytes``.
+    """
+    rows, cols = int(dst.shape[0]), int(dst.shape[1])
+    step = Swizzle(mode).atom_cols(elem_bytes)
+    for j in range(cols // step):
+        _tma_box(dst, src, mbar, coords[0], coords[1] + j * step, j * step, rows, step, mode)
+
+
+@T.inline
+def _tma_box(dst, src, mbar, row, col, c0, rows, width, mode):
+    T.cuda.tile.apply(
+        T.ptx[TMA_LOAD_2D],
+        dst[0:rows, c0 : c0 + width],
+        src[0 : src.shape[0], 0 : src.shape[1]],
+        mbar=mbar,
+        box=(rows, width),
+        coords=(row, col),
+        swizzle=int(mode),
+    )
+
+
+def smem_addr(buf):
+    """32-bit shared-window address of a shared buffer's first element."""
+    return T.cuda.cvta_generic_to_shared(buf.ptr_to([0] * len(buf.shape)))
+
+
+# --------------------------------------------------------------------------- wgmma
+
+
+def descriptor(base: int, addr):
+    """Descriptor value: a constant ``base`` (:func:`.wgmma.kmajor_descriptor_base`) with the
+    32-bit shared address ``addr`` (16-byte aligned) in its address field."""
+    return T.uint64(base) | T.cast(addr >> T.uint32(4), "uint64")
+
+
+def mma_op(n: int, ab_dtype: str):
+    """The ``wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab}`` instruction (SS form)."""
+    acc_regs(n)
+    chain = getattr(T.ptx.wgmma.mma_async.sync.aligned, f"m64n{n}k16").f32
+    ab = _AB[ab_dtype]
+    return getattr(getattr(chain, ab), ab)
+
+
+@T.inline
+def mma_ss(acc, da, db, scale_d, n, ab_dtype):
+    """acc[64 x n] (+)= A(desc da)[64 x 16] @ B(desc db)[n x 16]^T; scale_d=False overwrites.
+
+    Both operands K-major in shared memory (no transpose bits).
+    """
+    mma_op(n, ab_dtype)(
+        *[acc[i] for i in range(n // 2)], da, db, T.ptx.pred(scale_d), 1, 1, 0, 0
+    )
+
+
+def mma_ksteps(acc, da, db, a_steps, b_steps, accumulate, n, ab_dtype):
+    """Issue ``len(a_steps)`` k16 wgmmas over one shared tile pair (Python-unrolled).
+
+    ``da``/``db``: descriptors of the tile bases; ``a_steps``/``b_steps``: byte offsets of
+    the k16 slices (:func:`.wgmma.kstep_offset`), added to the descriptors' address field.
+    ``accumulate`` (bool expression) applies to the first step; later steps accumulate.
+    """
+    for i, (oa, ob) in enumerate(zip(a_steps, b_steps)):
+        mma_ss(acc, da + T.uint64(oa >> 4), db + T.uint64(ob >> 4),
+               accumulate if i == 0 else T.bool(True), n, ab_dtype)
+
+
+@T.inline
+def wgmma_fence():
+    T.ptx.wgmma.fence.sync.aligned()
+
+
+@T.inline
+def wgmma_commit():
+    T.ptx.wgmma.commit_group.sync.aligned()
+
+
+@T.inline
+def wgmma_wait(pending):
+    T.ptx.wgmma.wait_group.sync.aligned(pending)
+
+
+@T.inline
+def store_acc(acc, out, row0, col0, n, rows, cols, check_rows, check_cols, packed):
+    """Store a warpgroup's 64 x n f32 accumulator to ``out`` at (row0, col0), converted to
+    ``out``'s 16-bit dtype, one 32-bit store per column pair (:func:`.wgmma.acc_coord`).
+
+    ``rows``/``cols`` clip the store (tails) when ``check_rows``/``check_cols`` are set;
+    ``cols`` must be even. ``packed`` is a local uint32 scratch scalar.
+    """
+    t = T.cuda.thread_in_warpgroup()
+    r = row0 + 16 * (t // 32) + (t % 32) // 4
+    c = col0 + 2 * (t % 4)
+    cvt = getattr(T.ptx.cvt.rn, _CVT[str(out.ty.dtype.dtype)]).f32
+    for j in T.unroll(n // 8):
+        for h in T.unroll(2):
+            if T.constexpr(check_rows and check_cols):
+                if (r + 8 * h < rows) & (c + 8 * j < cols):
+                    cvt(packed, acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
+                    T.ptx["st.global.b32"](out.ptr_to([r + 8 * h, c + 8 * j]), packed)
+            elif T.constexpr(check_rows):
+                if r + 8 * h < rows:
+                    cvt(packed, acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
+                    T.ptx["st.global.b32"](out.ptr_to([r + 8 * h, c + 8 * j]), packed)
+            elif T.constexpr(check_cols):
+                if c + 8 * j < cols:
+                    cvt(packed, acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
+                    T.ptx["st.global.b32"](out.ptr_to([r + 8 * h, c + 8 * j]), packed)
+            else:
+                cvt(packed, acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
+                T.ptx["st.global.b32"](out.ptr_to([r + 8 * h, c + 8 * j]), packed)
+
+
+# --------------------------------------------------------------------------- mbarrier ring
+
+
+@T.meta_class
+class Ring:
+    """Full/empty mbarrier pairs of a ``stages``-slot ring plus this thread's (stage, phase).
+
+    Protocol in :mod:`.pipeline`. ``init`` must run on one thread, followed by a CTA barrier
+    (``fence_init`` then ``T.cuda.cta_sync()``) before any other use.
+    """
+
+    def __init__(self, stages: int):
+        self.stages = stages
+        self.full = T.bind_(T.alloc_shared((stages,), "uint64", align=8))
+        self.empty = T.bind_(T.alloc_shared((stages,), "uint64", align=8))
+        self.stage = T.bind_(T.local_scalar("int32"))
+        self.phase = T.bind_(T.local_scalar("int32"))
+
+    @T.inline
+    def init(self, consumer_arrivals):
+        for s in T.unroll(self.stages):
+            T.ptx.mbarrier.init.shared.b64(self.full.ptr_to([s]), T.uint32(1))
+            T.ptx.mbarrier.init.shared.b64(self.empty.ptr_to([s]), T.uint32(consumer_arrivals))
+
+    @T.inline
+    def fence_init(self):
+        # Make the initialized barriers visible to the async proxy (TMA complete_tx).
+        T.ptx.fence.proxy.async_.shared__cta()
+
+    @T.inline
+    def reset(self):
+        self.stage = 0
+        self.phase = 0
+
+    @T.inline
+    def advance(self):
+        self.stage = self.stage + 1
+        if self.stage == self.stages:
+            self.stage = 0
+            self.phase = self.phase ^ 1
+
+    def full_bar(self):
+        return self.full.ptr_to([self.stage])
+
+    @T.inline
+    def producer_acquire(self):
+        T.cuda.mbarrier_wait(self.empty.ptr_to([self.stage]), self.phase ^ 1)
+
+    @T.inline
+    def producer_expect(self, nbytes):
+        T.ptx.mbarrier.arrive.expect_tx.shared.b64(self.full.ptr_to([self.stage]),
+                                                   T.uint32(nbytes))
+
+    @T.inline
+    def consumer_wait(self):
+        T.cuda.mbarrier_wait(self.full.ptr_to([self.stage]), self.phase)
+
+    @T.inline
+    def consumer_release(self, stage):
+        T.ptx.mbarrier.arrive.shared.b64(self.empty.ptr_to([stage]), T.uint32(1))
+
+
+# --------------------------------------------------------------------------- scheduler
+
+
+def grouped_tile(t, num_m, num_n, group_m):
+    """(m tile, n tile) expressions of linear tile ``t`` (>= 0): :func:`.scheduler.grouped_tile`.
+
+    ``num_m``/``num_n`` may be run-time expressions; uses truncating division (t >= 0).
+    """
+    span = group_m * num_n
+    first_m = T.truncdiv(t, span) * group_m
+    rows = T.min(num_m - first_m, group_m)
+    within = T.truncmod(t, span)
+    return first_m + T.truncmod(within, rows), T.truncdiv(within, rows)

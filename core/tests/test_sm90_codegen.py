@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Kernels built from tirx_kernels.core.sm90 blocks lower, generate the expected PTX and
+assemble to sm_90a cubins with nvcc (no GPU needed). GPU runs: test_sm90_gpu.py."""
+
+import shutil
+
+import pytest
+
+from tirx_kernels.core import toolchain
+from tirx_kernels.core.sm90.layouts import Swizzle
+from tirx_kernels.core.sm90.selftest import make_tile_kernel
+from tirx_kernels.core.sm90.wgmma import kmajor_descriptor_base
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+
+
+@pytest.mark.parametrize("mode", list(Swizzle))
+def test_tile_kernel_source(mode):
+    src = toolchain.cuda_source(toolchain.compile(make_tile_kernel(128, 64, mode)))
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in src
+    assert "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes" in src
+    assert "mbarrier.try_wait.parity" in src and "mbarrier.arrive.expect_tx" in src
+    assert "cvt.rn.bf16x2.f32" in src
+    # both descriptors carry our constant fields (LBO/SBO/layout type)
+    for rows in (64, 128):
+        assert f"{kmajor_descriptor_base(mode, rows)}ULL" in src
+    # one TMA box per atom column block: 64 bf16 columns = 128 B / span per operand
+    assert src.count("(&(tile_tensormap") == 2 * 128 // mode.span
+
+
+@needs_nvcc
+@pytest.mark.parametrize("mode, n, k, dtype", [(Swizzle.B128, 256, 64, "bfloat16"),
+                                               (Swizzle.B64, 64, 128, "float16")])
+def test_tile_kernel_cubin(mode, n, k, dtype):
+    assert len(toolchain.compile_cubin(make_tile_kernel(n, k, mode, dtype))) > 0
+
+
+@needs_nvcc
+def test_gemm_tail_shape_cubin():
+    """The warp-specialized persistent GEMM (all blocks together) on a shape with M, N and
+    K tails assembles; its source has both register budgets and the ring protocol."""
+    gemm = pytest.importorskip("tirx_kernels.basic.gemm")
+    func = gemm.make_gemm(333, 520, 264, "bf16")
+    src = toolchain.cuda_source(toolchain.compile(func))
+    assert "__launch_bounds__(384, 1)" in src
+    assert "setmaxnreg.dec.sync.aligned.u32 40" in src
+    assert "setmaxnreg.inc.sync.aligned.u32 232" in src
+    assert "wgmma.wait_group.sync.aligned 1" in src
+    assert len(toolchain.compile_cubin(func)) > 0
+
+
+def test_gemm_rejects_unsupported_shapes():
+    gemm = pytest.importorskip("tirx_kernels.basic.gemm")
+    for bad in [dict(M=64, N=64, K=100), dict(M=64, N=100, K=64), dict(M=0, N=64, K=64),
+                dict(M=65536, N=65536, K=64)]:
+        with pytest.raises(ValueError):
+            gemm.make_gemm(dtype="bf16", **bad)
+    with pytest.raises(ValueError):
+        gemm.make_gemm(64, 64, 64, "fp32")
