@@ -1,0 +1,298 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Dense GEMM for sm_90a: ``C[M, N] = A[M, K] @ B[N, K]^T`` in bf16 or fp16.
+
+Numerics: A, B, C share the dtype (bf16 or fp16); products are accumulated in fp32 by the
+tensor cores (wgmma) over the whole K, then rounded once to the output dtype (round to
+nearest even), as cuBLAS does with fp32 compute. The K order within a tile is fixed, so
+results are deterministic run to run.
+
+Layouts: "NT" only -- A row-major [M, K], B row-major [N, K] (both K-major), C row-major
+[M, N]; contiguous, 16-byte aligned (torch allocations are).
+
+Dispatch domain: M, N, K static; K % 8 == 0 (TMA needs 16-byte row strides), N % 8 == 0
+(packed 32-bit stores of column pairs), M >= 1, and M*K, N*K, M*N < 2^31 (int32 indexing);
+other shapes raise ValueError. M, N, K need not be multiples of the tile: TMA zero-fills
+out-of-bounds loads and the epilogue clips stores.
+
+Schedule (warp-specialized, persistent; building blocks in ``tirx_kernels.core.sm90``):
+384 threads = 3 warpgroups. Warpgroup 0 is the producer (``setmaxnreg`` down to 40): one
+thread issues 2 TMA loads per K-block (A 128x64 and B BNx64, 128B swizzle) into a
+``stages``-deep mbarrier ring. Warpgroups 1 and 2 are consumers (``setmaxnreg`` up to 232):
+each computes 64 rows x BN of the 128 x BN output tile with ``wgmma m64nBNk16`` (4 per
+K-block) into BN/2 fp32 registers, keeps one wgmma group in flight and frees a ring slot as
+soon as the wgmma reading it completes. The epilogue converts in registers and stores
+column pairs straight to global memory while the producer already loads the next tile.
+CTAs (one per SM) walk the tiles in grouped order (``group_m`` M-tiles per group) for L2
+reuse. BN is 256 when that gives every SM a tile, else 128 or 64 (skinny M).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from tirx_kernels.core import toolchain
+from tirx_kernels.core.sm90 import dsl
+from tirx_kernels.core.sm90.layouts import Swizzle
+from tirx_kernels.core.sm90.scheduler import num_tiles, persistent_grid
+from tirx_kernels.core.sm90.wgmma import kmajor_descriptor_base, kstep_offset
+from tirx_kernels.core.toolchain import T
+
+KERNEL_META = {
+    "name": "fp16_bf16_gemm",
+    "category": "basic",
+    "compute_capability": 9,
+    "archs": ["sm_90a"],
+    "description": "C = A @ B^T (NT), bf16/fp16 in and out, fp32 accumulation; TMA + wgmma",
+    "dtypes": ["bf16", "fp16"],
+}
+
+CONFIGS = [
+    {"label": "bf16_m256_n256_k256", "dtype": "bf16", "M": 256, "N": 256, "K": 256},
+    {"label": "bf16_m1024_n1024_k1024", "dtype": "bf16", "M": 1024, "N": 1024, "K": 1024},
+    {"label": "fp16_m2048_n2048_k2048", "dtype": "fp16", "M": 2048, "N": 2048, "K": 2048},
+    {"label": "bf16_m4096_n4096_k4096", "dtype": "bf16", "M": 4096, "N": 4096, "K": 4096},
+    {"label": "bf16_m8192_n8192_k8192", "dtype": "bf16", "M": 8192, "N": 8192, "K": 8192},
+    {"label": "bf16_m1000_n1000_k1000", "dtype": "bf16", "M": 1000, "N": 1000, "K": 1000},
+    {"label": "fp16_m1000_n1000_k1000", "dtype": "fp16", "M": 1000, "N": 1000, "K": 1000},
+    {"label": "bf16_m333_n520_k264", "dtype": "bf16", "M": 333, "N": 520, "K": 264},
+    {"label": "bf16_m1_n4096_k4096", "dtype": "bf16", "M": 1, "N": 4096, "K": 4096},
+    {"label": "bf16_m16_n8192_k4096", "dtype": "bf16", "M": 16, "N": 8192, "K": 4096},
+    {"label": "fp16_m64_n4096_k8192", "dtype": "fp16", "M": 64, "N": 4096, "K": 8192},
+    {"label": "bf16_m128_n8192_k8192", "dtype": "bf16", "M": 128, "N": 8192, "K": 8192},
+]
+
+BENCH_CONFIGS = [
+    {"label": f"{dt}_m{s}_n{s}_k{s}", "dtype": dt, "M": s, "N": s, "K": s}
+    for dt in ["bf16", "fp16"]
+    for s in [1024, 4096, 8192]
+] + [
+    {"label": f"bf16_m{m}_n8192_k8192", "dtype": "bf16", "M": m, "N": 8192, "K": 8192}
+    for m in [1, 16, 64, 128]
+] + [
+    {"label": "bf16_m1000_n1000_k1000", "dtype": "bf16", "M": 1000, "N": 1000, "K": 1000},
+]
+
+_DTYPES = {"bf16": ("bfloat16", torch.bfloat16), "fp16": ("float16", torch.float16)}
+_BM, _BK = 128, 64  # two consumer warpgroups x 64 rows; one 128-byte swizzle atom of K
+_SMEM_BUDGET = 227 * 1024 - 2048  # opt-in dynamic smem minus barriers and slack
+_PRODUCER_REGS, _CONSUMER_REGS = 40, 232  # 128*40 + 256*232 <= 64K registers per SM
+
+
+@functools.cache
+def _num_sms():
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_properties(0).multi_processor_count
+    return 132  # H200; only sizes the persistent grid and BN choice, never correctness
+
+
+def _check_domain(M, N, K, dtype):
+    if dtype not in _DTYPES:
+        raise ValueError(f"fp16_bf16_gemm: dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+    for name, v in (("M", M), ("N", N), ("K", K)):
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"fp16_bf16_gemm: {name} must be a positive int, got {v!r}")
+    if K % 8:
+        raise ValueError(f"fp16_bf16_gemm: K={K} must be a multiple of 8 (TMA 16-byte rows)")
+    if N % 8:
+        raise ValueError(f"fp16_bf16_gemm: N={N} must be a multiple of 8")
+    if max(M * K, N * K, M * N) >= 2**31:
+        raise ValueError("fp16_bf16_gemm: M*K, N*K and M*N must be < 2^31 (int32 indexing)")
+
+
+def _pick_bn(M, N, num_sms):
+    """Widest N tile that still gives every SM a tile (skinny M needs narrow tiles)."""
+    num_m = -(-M // _BM)
+    for bn in (256, 128):
+        if num_m * -(-N // bn) >= num_sms:
+            return bn
+    return 64
+
+
+@functools.cache
+def make_gemm(M, N, K, dtype="bf16", bn=None, stages=None, group_m=8, num_sms=None,
+              inflight=1):
+    """The PrimFunc for one static shape; ``bn``/``stages``/``num_sms`` default from the device.
+
+    ``inflight``: wgmma groups left in flight when a consumer frees the previous ring slot
+    (0 waits for each K-block's wgmmas before freeing its slot).
+    """
+    _check_domain(M, N, K, dtype)
+    num_sms = num_sms or _num_sms()
+    bn = bn or _pick_bn(M, N, num_sms)
+    tdt = _DTYPES[dtype][0]
+    BM, BK, BN = _BM, _BK, bn
+    a_bytes, b_bytes = BM * BK * 2, BN * BK * 2
+    stages = stages or min(8, _SMEM_BUDGET // (a_bytes + b_bytes))
+    smem = stages * (a_bytes + b_bytes)
+    num_m, num_n = num_tiles(M, N, BM, BN)
+    total = num_m * num_n
+    grid = persistent_grid(total, num_sms)
+    ktiles = -(-K // BK)
+    mode = Swizzle.B128
+    desc_a = kmajor_descriptor_base(mode, BM)
+    desc_b = kmajor_descriptor_base(mode, BN)
+    # k16 slices of one 128-byte atom row are 32 bytes apart: descriptor += 2 per step
+    kstep = kstep_offset(1, rows=BM, elem_bytes=2, mode=mode) >> 4
+    assert all(kstep_offset(k, rows=r, elem_bytes=2, mode=mode) >> 4 == k * kstep
+               for k in range(BK // 16) for r in (BM, BN))
+    check_rows, check_cols = M % BM != 0, N % BN != 0
+
+    @T.function
+    def gemm(A: T.Tensor((M, K), tdt, align=16), B: T.Tensor((N, K), tdt, align=16),
+             C: T.Tensor((M, N), tdt, align=16)):
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=grid, block=384, dynamic_smem_bytes=smem),
+            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
+        )
+        tid = T.cuda.thread_idx("x")
+        wg = tid // 128
+        arena = T.alloc_shared((smem // 2,), tdt, scope="shared.dyn", align=1024)
+        ring = dsl.Ring(stages)
+        if tid == 0:
+            ring.init(8)  # one elected lane per consumer warp frees a slot
+            ring.fence_init()
+        T.cuda.cta_sync()
+        ring.reset()
+        if wg == 0:
+            T.ptx.setmaxnreg.dec.sync.aligned.u32(_PRODUCER_REGS)
+            if tid == 0:
+                for tile in T.serial(T.cuda.block_idx("x"), total, step=grid):
+                    tm, tn = dsl.grouped_tile(tile, num_m, num_n, group_m)
+                    for kt in T.serial(ktiles):
+                        ring.producer_acquire()
+                        ring.producer_expect(a_bytes + b_bytes)
+                        sa = dsl.smem_view(arena, ring.stage * a_bytes, (BM, BK), tdt, mode)
+                        sb = dsl.smem_view(arena, stages * a_bytes + ring.stage * b_bytes,
+                                           (BN, BK), tdt, mode)
+                        dsl.tma_load_tile(sa, A, ring.full_bar(), (tm * BM, kt * BK), mode)
+                        dsl.tma_load_tile(sb, B, ring.full_bar(), (tn * BN, kt * BK), mode)
+                        ring.advance()
+        else:
+            T.ptx.setmaxnreg.inc.sync.aligned.u32(_CONSUMER_REGS)
+            acc = T.alloc_local((BN // 2,), "float32")
+            packed = T.local_scalar("uint32")
+            prev = T.local_scalar("int32")
+            lane = tid % 32
+            base = dsl.smem_addr(arena)
+            a_wg = T.uint32((wg - 1) * 64 * BK * 2)  # this warpgroup's 64 rows of A
+            for tile in T.serial(T.cuda.block_idx("x"), total, step=grid):
+                tm, tn = dsl.grouped_tile(tile, num_m, num_n, group_m)
+                for kt in T.serial(ktiles):
+                    ring.consumer_wait()
+                    da = dsl.descriptor(desc_a, base + T.cast(ring.stage * a_bytes, "uint32")
+                                        + a_wg)
+                    db = dsl.descriptor(desc_b, base + T.cast(stages * a_bytes
+                                                              + ring.stage * b_bytes, "uint32"))
+                    dsl.wgmma_fence()
+                    for k in T.unroll(BK // 16):
+                        dsl.mma_ss(acc, da + T.uint64(kstep) * k, db + T.uint64(kstep) * k,
+                                   (kt > 0) | (k > 0), BN, tdt)
+                    dsl.wgmma_commit()
+                    if inflight == 0:
+                        dsl.wgmma_wait(0)
+                        if lane == 0:
+                            ring.consumer_release(ring.stage)
+                    else:
+                        dsl.wgmma_wait(inflight)
+                        if (kt > 0) & (lane == 0):
+                            ring.consumer_release(prev)
+                        prev = ring.stage
+                    ring.advance()
+                if inflight != 0:
+                    dsl.wgmma_wait(0)
+                    if lane == 0:
+                        ring.consumer_release(prev)
+                dsl.store_acc(acc, C, tm * BM + (wg - 1) * 64, tn * BN, BN, M, N,
+                              check_rows, check_cols, packed)
+
+    return gemm
+
+
+def get_kernel(M, N, K, dtype="bf16", **_):
+    return make_gemm(M, N, K, dtype)
+
+
+@functools.cache
+def _compiled(M, N, K, dtype, **variant):
+    return toolchain.compile(make_gemm(M, N, K, dtype, **variant))
+
+
+def prepare_data(M, N, K, dtype="bf16", seed=0, **_):
+    """A, B ~ N(0, 1) in the dtype; C pre-filled with NaN so unwritten outputs show."""
+    tdtype = _DTYPES[dtype][1]
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(M, K, device="cuda", generator=gen).to(tdtype)
+    b = torch.randn(N, K, device="cuda", generator=gen).to(tdtype)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=tdtype)
+    return a, b, c
+
+
+def reference(a, b):
+    """fp32 matmul of the (exact) 16-bit inputs: the value we round from."""
+    return a.float() @ b.float().t()
+
+
+def tolerance(K, dtype):
+    """Max abs error allowed vs the fp32 reference, for N(0, 1) inputs.
+
+    The output rounding contributes half an ulp of |C| (|C| ~ sqrt(K) * 4 at the tails:
+    2^-8 relative for bf16, 2^-11 for fp16); fp32 accumulation error is ~K * 2^-24 * |C|,
+    negligible. So: 8 * sqrt(K) * (2^-8 or 2^-11) + 1e-3.
+    """
+    ulp = 2.0**-8 if dtype == "bf16" else 2.0**-11
+    return 8.0 * K**0.5 * ulp + 1e-3
+
+
+def run_test(M, N, K, dtype="bf16", **variant):
+    import unittest
+
+    if toolchain.gpu_arch() not in KERNEL_META["archs"]:
+        toolchain.compile_cubin(make_gemm(M, N, K, dtype, **variant))
+        raise unittest.SkipTest(f"compiled to a cubin; no {KERNEL_META['archs']} GPU to run on")
+    ex = _compiled(M, N, K, dtype, **variant)
+    a, b, c = prepare_data(M, N, K, dtype)
+    ex(a, b, c)
+    torch.cuda.synchronize()
+    ref = reference(a, b)
+    err = (c.float() - ref).abs()
+    nan = torch.isnan(c).sum().item()
+    worst = err.nan_to_num(float("inf")).max().item()
+    tol = tolerance(K, dtype)
+    if nan or worst > tol:
+        idx = int(err.nan_to_num(float("inf")).argmax())
+        raise AssertionError(
+            f"fp16_bf16_gemm {dtype} M={M} N={N} K={K}: max abs error {worst:.4g} > {tol:.4g} "
+            f"at (row {idx // N}, col {idx % N}); {nan} NaN outputs"
+        )
+    return {"max_abs_err": worst, "tol": tol}
+
+
+def run_bench(M, N, K, dtype="bf16", *, warmup=None, repeat=None, timer=None, rounds=1,
+              cooldown_s=1.0, **variant):
+    ex = _compiled(M, N, K, dtype, **variant)
+    a, b, c = prepare_data(M, N, K, dtype)
+
+    def tirx():
+        ex(a, b, c)
+
+    def build_cublas():
+        out = torch.empty_like(c)
+        bt = b.t()
+
+        def launch():
+            torch.matmul(a, bt, out=out)
+
+        return launch
+
+    return toolchain.bench(
+        {"tirx": tirx},
+        references={"cublas": build_cublas},
+        warmup=warmup,
+        repeat=repeat,
+        timer=timer,
+        rounds=rounds,
+        cooldown_s=cooldown_s,
+    )
