@@ -15,6 +15,10 @@ from .layouts import Swizzle, smem_layout
 from .wgmma import acc_regs
 
 TMA_LOAD_2D = "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes"
+TMA_LOAD_2D_MULTICAST = (
+    "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+    ".multicast::cluster"
+)
 
 _AB = {"bfloat16": "bf16", "float16": "f16"}
 _CVT = {"bfloat16": "bf16x2", "float16": "f16x2"}
@@ -39,17 +43,23 @@ def smem_view(base, byte_offset, shape, dtype, mode: Swizzle = Swizzle.B128, ali
     )
 
 
-def tma_load_tile(dst, src, mbar, coords, mode, elem_bytes=2):
+def tma_load_tile(dst, src, mbar, coords, mode, elem_bytes=2, cta_mask=None):
     """TMA-load the K-major tile ``dst`` ([rows, cols] view from :func:`smem_view`) from
     global ``src`` at ``coords`` = (row, col): one box of one atom width per column block.
 
     Out-of-bounds rows/cols are zero-filled and still count as transferred bytes, so the
-    expected tx of a tile is always ``rows * cols * elem_bytes``.
+    expected tx of a tile is always ``rows * cols * elem_bytes``. With ``cta_mask`` the
+    boxes are multicast to the same shared offset (and the same mbarrier offset) of every
+    CTA of the cluster in the mask (launch with a cluster).
     """
     rows, cols = int(dst.shape[0]), int(dst.shape[1])
     step = Swizzle(mode).atom_cols(elem_bytes)
     for j in range(cols // step):
-        _tma_box(dst, src, mbar, coords[0], coords[1] + j * step, j * step, rows, step, mode)
+        if cta_mask is None:
+            _tma_box(dst, src, mbar, coords[0], coords[1] + j * step, j * step, rows, step, mode)
+        else:
+            _tma_box_multicast(dst, src, mbar, coords[0], coords[1] + j * step, j * step, rows,
+                               step, mode, cta_mask)
 
 
 @T.inline
@@ -62,6 +72,20 @@ def _tma_box(dst, src, mbar, row, col, c0, rows, width, mode):
         box=(rows, width),
         coords=(row, col),
         swizzle=int(mode),
+    )
+
+
+@T.inline
+def _tma_box_multicast(dst, src, mbar, row, col, c0, rows, width, mode, cta_mask):
+    T.cuda.tile.apply(
+        T.ptx[TMA_LOAD_2D_MULTICAST],
+        dst[0:rows, c0 : c0 + width],
+        src[0 : src.shape[0], 0 : src.shape[1]],
+        mbar=mbar,
+        box=(rows, width),
+        coords=(row, col),
+        swizzle=int(mode),
+        cta_mask=cta_mask,
     )
 
 
@@ -181,9 +205,13 @@ class Ring:
             T.ptx.mbarrier.init.shared.b64(self.empty.ptr_to([s]), T.uint32(consumer_arrivals))
 
     @T.inline
-    def fence_init(self):
-        # Make the initialized barriers visible to the async proxy (TMA complete_tx).
-        T.ptx.fence.proxy.async_.shared__cta()
+    def fence_init(self, cluster=False):
+        if T.constexpr(cluster):
+            # visible to the other CTAs of the cluster (remote arrive, multicast complete_tx)
+            T.ptx.fence.mbarrier_init.release.cluster()
+        else:
+            # visible to the async proxy (TMA complete_tx)
+            T.ptx.fence.proxy.async_.shared__cta()
 
     @T.inline
     def reset(self):
@@ -216,6 +244,29 @@ class Ring:
     @T.inline
     def consumer_release(self, stage):
         T.ptx.mbarrier.arrive.shared.b64(self.empty.ptr_to([stage]), T.uint32(1))
+
+    @T.inline
+    def consumer_release_remote(self, stage, rank):
+        """Arrive on ``empty[stage]`` of cluster CTA ``rank`` (its slot got our multicast)."""
+        remote = T.local_scalar("uint32")
+        T.ptx.mapa.shared__cluster.u32(
+            remote, T.cuda.cvta_generic_to_shared(self.empty.ptr_to([stage])), T.uint32(rank))
+        T.ptx.mbarrier.arrive.shared__cluster.b64(remote)
+
+    @T.inline
+    def producer_tail(self):
+        """Wait until every slot was released once more: a CTA whose barriers receive remote
+        arrivals must not exit before they land."""
+        for _ in T.unroll(self.stages):
+            self.producer_acquire()
+            self.advance()
+
+
+@T.inline
+def cluster_sync():
+    """All threads of all CTAs of the cluster (release/acquire)."""
+    T.ptx.barrier.cluster.arrive.release.aligned()
+    T.ptx.barrier.cluster.wait.acquire.aligned()
 
 
 # --------------------------------------------------------------------------- scheduler

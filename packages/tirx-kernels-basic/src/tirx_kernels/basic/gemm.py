@@ -113,11 +113,13 @@ def _pick_bn(M, N, num_sms):
 
 @functools.cache
 def make_gemm(M, N, K, dtype="bf16", bn=None, stages=None, group_m=8, num_sms=None,
-              inflight=1):
+              inflight=1, cluster_m=1):
     """The PrimFunc for one static shape; ``bn``/``stages``/``num_sms`` default from the device.
 
-    ``inflight``: wgmma groups left in flight when a consumer frees the previous ring slot
-    (0 waits for each K-block's wgmmas before freeing its slot).
+    ``inflight``: wgmma K-block groups left in flight when a consumer frees a ring slot (it
+    frees the slot of K-block ``kt - inflight``; 0 waits for each K-block's wgmmas).
+    ``cluster_m=2``: CTA pairs along M share each B tile: each loads half of it and
+    multicasts it to both (halves the B traffic from L2).
     """
     _check_domain(M, N, K, dtype)
     num_sms = num_sms or _num_sms()
@@ -126,60 +128,90 @@ def make_gemm(M, N, K, dtype="bf16", bn=None, stages=None, group_m=8, num_sms=No
     BM, BK, BN = _BM, _BK, bn
     a_bytes, b_bytes = BM * BK * 2, BN * BK * 2
     stages = stages or min(8, _SMEM_BUDGET // (a_bytes + b_bytes))
+    if not 0 <= inflight < stages or cluster_m not in (1, 2):
+        raise ValueError("fp16_bf16_gemm: need 0 <= inflight < stages and cluster_m in (1, 2)")
     smem = stages * (a_bytes + b_bytes)
     num_m, num_n = num_tiles(M, N, BM, BN)
-    total = num_m * num_n
-    grid = persistent_grid(total, num_sms)
+    # a lone M tile loads only the rows that exist (an out-of-bounds TMA fill is slow);
+    # rows past them read stale shared memory, which only reaches clipped output rows
+    a_rows = -(-M // 8) * 8 if (num_m == 1 and cluster_m == 1) else BM
+    tx_bytes = a_rows * BK * 2 + b_bytes
+    num_cm = -(-num_m // cluster_m)  # cluster rows of tiles
+    total = num_cm * num_n
+    grid = persistent_grid(total, num_sms // cluster_m) * cluster_m
     ktiles = -(-K // BK)
     mode = Swizzle.B128
     desc_a = kmajor_descriptor_base(mode, BM)
     desc_b = kmajor_descriptor_base(mode, BN)
-    # k16 slices of one 128-byte atom row are 32 bytes apart: descriptor += 2 per step
-    kstep = kstep_offset(1, rows=BM, elem_bytes=2, mode=mode) >> 4
-    assert all(kstep_offset(k, rows=r, elem_bytes=2, mode=mode) >> 4 == k * kstep
-               for k in range(BK // 16) for r in (BM, BN))
-    check_rows, check_cols = M % BM != 0, N % BN != 0
+    a_steps = [kstep_offset(k, rows=BM, elem_bytes=2, mode=mode) for k in range(BK // 16)]
+    b_steps = [kstep_offset(k, rows=BN, elem_bytes=2, mode=mode) for k in range(BK // 16)]
+    check_rows = M % BM != 0 or num_m % cluster_m != 0
+    check_cols = N % BN != 0
+    group = max(1, group_m // cluster_m)
+    half = BN // cluster_m  # B rows each CTA of a cluster loads
 
     @T.function
     def gemm(A: T.Tensor((M, K), tdt, align=16), B: T.Tensor((N, K), tdt, align=16),
              C: T.Tensor((M, N), tdt, align=16)):
-        T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=grid, block=384, dynamic_smem_bytes=smem),
-            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
-        )
+        if T.constexpr(cluster_m == 1):
+            T.device_entry(
+                launch=T.cuda.LaunchConfig(grid=grid, block=384, dynamic_smem_bytes=smem),
+                kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
+            )
+        else:
+            T.device_entry(
+                launch=T.cuda.LaunchConfig(grid=grid, block=384, cluster=(cluster_m, 1, 1),
+                                           dynamic_smem_bytes=smem),
+                kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
+            )
         tid = T.cuda.thread_idx("x")
         wg = tid // 128
+        rank = T.cuda.block_idx("x") % cluster_m
+        first = T.cuda.block_idx("x") // cluster_m
         arena = T.alloc_shared((smem // 2,), tdt, scope="shared.dyn", align=1024)
         ring = dsl.Ring(stages)
         if tid == 0:
-            ring.init(8)  # one elected lane per consumer warp frees a slot
-            ring.fence_init()
-        T.cuda.cta_sync()
+            ring.init(8 * cluster_m)  # one elected lane per consumer warp of the cluster
+            ring.fence_init(cluster_m > 1)
+        if T.constexpr(cluster_m == 1):
+            T.cuda.cta_sync()
+        else:
+            dsl.cluster_sync()
         ring.reset()
         if wg == 0:
             T.ptx.setmaxnreg.dec.sync.aligned.u32(_PRODUCER_REGS)
             if tid == 0:
-                for tile in T.serial(T.cuda.block_idx("x"), total, step=grid):
-                    tm, tn = dsl.grouped_tile(tile, num_m, num_n, group_m)
+                for ct in T.serial(first, total, step=grid // cluster_m):
+                    cm, tn = dsl.grouped_tile(ct, num_cm, num_n, group)
+                    tm = cm * cluster_m + rank
                     for kt in T.serial(ktiles):
                         ring.producer_acquire()
-                        ring.producer_expect(a_bytes + b_bytes)
-                        sa = dsl.smem_view(arena, ring.stage * a_bytes, (BM, BK), tdt, mode)
-                        sb = dsl.smem_view(arena, stages * a_bytes + ring.stage * b_bytes,
-                                           (BN, BK), tdt, mode)
+                        ring.producer_expect(tx_bytes)
+                        sa = dsl.smem_view(arena, ring.stage * a_bytes, (a_rows, BK), tdt, mode)
                         dsl.tma_load_tile(sa, A, ring.full_bar(), (tm * BM, kt * BK), mode)
-                        dsl.tma_load_tile(sb, B, ring.full_bar(), (tn * BN, kt * BK), mode)
+                        if T.constexpr(cluster_m == 1):
+                            sb = dsl.smem_view(arena, stages * a_bytes + ring.stage * b_bytes,
+                                               (BN, BK), tdt, mode)
+                            dsl.tma_load_tile(sb, B, ring.full_bar(), (tn * BN, kt * BK), mode)
+                        else:
+                            sb = dsl.smem_view(arena, stages * a_bytes + ring.stage * b_bytes
+                                               + rank * half * BK * 2, (half, BK), tdt, mode)
+                            dsl.tma_load_tile(sb, B, ring.full_bar(),
+                                              (tn * BN + rank * half, kt * BK), mode,
+                                              cta_mask=(1 << cluster_m) - 1)
                         ring.advance()
+                if T.constexpr(cluster_m > 1):
+                    ring.producer_tail()
         else:
             T.ptx.setmaxnreg.inc.sync.aligned.u32(_CONSUMER_REGS)
             acc = T.alloc_local((BN // 2,), "float32")
             packed = T.local_scalar("uint32")
-            prev = T.local_scalar("int32")
             lane = tid % 32
             base = dsl.smem_addr(arena)
             a_wg = T.uint32((wg - 1) * 64 * BK * 2)  # this warpgroup's 64 rows of A
-            for tile in T.serial(T.cuda.block_idx("x"), total, step=grid):
-                tm, tn = dsl.grouped_tile(tile, num_m, num_n, group_m)
+            for ct in T.serial(first, total, step=grid // cluster_m):
+                cm, tn = dsl.grouped_tile(ct, num_cm, num_n, group)
+                tm = cm * cluster_m + rank
                 for kt in T.serial(ktiles):
                     ring.consumer_wait()
                     da = dsl.descriptor(desc_a, base + T.cast(ring.stage * a_bytes, "uint32")
@@ -187,28 +219,37 @@ def make_gemm(M, N, K, dtype="bf16", bn=None, stages=None, group_m=8, num_sms=No
                     db = dsl.descriptor(desc_b, base + T.cast(stages * a_bytes
                                                               + ring.stage * b_bytes, "uint32"))
                     dsl.wgmma_fence()
-                    for k in T.unroll(BK // 16):
-                        dsl.mma_ss(acc, da + T.uint64(kstep) * k, db + T.uint64(kstep) * k,
-                                   (kt > 0) | (k > 0), BN, tdt)
+                    dsl.mma_ksteps(acc, da, db, a_steps, b_steps, kt > 0, BN, tdt)
                     dsl.wgmma_commit()
-                    if inflight == 0:
-                        dsl.wgmma_wait(0)
-                        if lane == 0:
-                            ring.consumer_release(ring.stage)
-                    else:
-                        dsl.wgmma_wait(inflight)
-                        if (kt > 0) & (lane == 0):
-                            ring.consumer_release(prev)
-                        prev = ring.stage
+                    dsl.wgmma_wait(inflight)
+                    if T.constexpr(inflight == 0):
+                        _release(ring, ring.stage, lane, rank, cluster_m)
+                    elif kt >= inflight:
+                        _release(ring, T.truncmod(ring.stage + (stages - inflight), stages),
+                                 lane, rank, cluster_m)
                     ring.advance()
-                if inflight != 0:
+                if T.constexpr(inflight > 0):
                     dsl.wgmma_wait(0)
-                    if lane == 0:
-                        ring.consumer_release(prev)
+                    _release_last(ring, min(inflight, ktiles), stages, lane, rank, cluster_m)
                 dsl.store_acc(acc, C, tm * BM + (wg - 1) * 64, tn * BN, BN, M, N,
                               check_rows, check_cols, packed)
 
     return gemm
+
+
+def _release_last(ring, count, stages, lane, rank, cluster_m):
+    """Free the ``count`` slots before the current one, oldest first (Python-unrolled)."""
+    for i in range(count, 0, -1):
+        _release(ring, T.truncmod(ring.stage + (stages - i), stages), lane, rank, cluster_m)
+
+
+@T.inline
+def _release(ring, stage, lane, rank, cluster_m):
+    """One elected lane per consumer warp frees ``stage`` in every CTA that wrote it."""
+    if lane == 0:
+        ring.consumer_release(stage)
+        if T.constexpr(cluster_m > 1):
+            ring.consumer_release_remote(stage, rank ^ 1)
 
 
 def get_kernel(M, N, K, dtype="bf16", **_):
