@@ -1,0 +1,221 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Committed per-GPU-model baselines: promote a run, and compare a run against them.
+
+``baselines/<gpu model>/baseline.json`` (+ a generated ``baseline.md``) holds the PASS rows
+of promoted runs. ``promote`` replaces it with a complete default sweep; ``merge`` updates
+only the run's rows and keeps the others. Both refuse failed rows, an incomplete or
+interrupted run, and a dirty or unknown checkout unless forced; failed rows are never
+promoted, even when forced.
+
+Comparison: per row, our fastest implementation before and after. The default threshold
+comes from the measured noise: ``max(3%, 2 x spread)`` where spread is the larger
+round-to-round (max - min) / mean of our round samples in the baseline and in the run.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+from ..impls import split
+from . import FAILED, PASS
+from .report import kernel_tables, md_table
+from .results import row_model, save_json
+
+SCHEMA_VERSION = 1
+FLOOR, NOISE_FACTOR, UNKNOWN_NOISE = 0.03, 2.0, 0.05
+ROW_KEYS = ("kernel", "config", "family", "timer", "settings", "impls_us", "round_samples",
+            "ratio", "benchmark_protocol", "gpu_name")
+
+
+class PromotionRefused(Exception):
+    def __init__(self, reasons: list[str]):
+        self.reasons = reasons
+        super().__init__("\n".join(reasons))
+
+
+def default_dir() -> Path:
+    """``<root of the git checkout here>/baselines``, else ``./baselines``."""
+    try:
+        p = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True,
+                           text=True, timeout=30)
+        if p.returncode == 0:
+            return Path(p.stdout.strip()) / "baselines"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return Path("baselines")
+
+
+def baseline_path(root: Path, model: str) -> Path:
+    return Path(root) / model / "baseline.json"
+
+
+def load(path: Path) -> dict | None:
+    if not Path(path).exists():
+        return None
+    doc = json.loads(Path(path).read_text())
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"{path}: baseline schema_version {doc.get('schema_version')}, "
+                         f"expected {SCHEMA_VERSION}")
+    return doc
+
+
+def refusals(run: dict, *, merge: bool) -> list[str]:
+    """Why this run must not become a baseline (empty: fine)."""
+    out = []
+    for r in run["rows"]:
+        if r["status"] in FAILED:
+            first = (r.get("detail") or "").splitlines()[:1]
+            out.append(f"row {r['kernel']} {r['config']} is {r['status']}"
+                       + (f": {first[0]}" if first else ""))
+    if run.get("interrupted") or run.get("not_run"):
+        out.append(f"the run is incomplete ({len(run.get('not_run') or [])} workload(s) not "
+                   "run" + (", interrupted" if run.get("interrupted") else "") + ")")
+    git = run["provenance"].get("git") or {}
+    if git.get("dirty") is None or not git.get("commit"):
+        out.append("the checkout state is unknown (no git commit recorded; on a copy without "
+                   ".git set TIRX_SUITE_GIT_COMMIT and TIRX_SUITE_GIT_DIRTY for the run)")
+    elif git["dirty"]:
+        out.append(f"the checkout was dirty at commit {git['commit'][:12]} (commit first)")
+    if not merge and not (run.get("selection") or {}).get("default_sweep"):
+        out.append("the run is not a complete default sweep; promote a targeted run with "
+                   "--merge")
+    return out
+
+
+def promote(run: dict, root: Path, *, merge: bool = False, force: bool = False) -> list[Path]:
+    """Write the run's PASS rows into the baseline of each GPU model; the written paths."""
+    reasons = refusals(run, merge=merge)
+    if reasons and not force:
+        raise PromotionRefused(reasons)
+    by_model: dict[str, list[dict]] = {}
+    for r in run["rows"]:
+        if r["status"] == PASS and r.get("impls_us") and row_model(r):
+            by_model.setdefault(row_model(r), []).append(r)
+    if not by_model:
+        raise PromotionRefused(["the run has no measured PASS row to promote"])
+    git = run["provenance"].get("git") or {}
+    written = []
+    for model, rows in by_model.items():
+        path = baseline_path(root, model)
+        old = load(path) if merge else None
+        kept = {(r["kernel"], r["config"]): r for r in (old or {}).get("rows", [])}
+        for r in rows:
+            kept[(r["kernel"], r["config"])] = {**{k: r.get(k) for k in ROW_KEYS},
+                                                "run_id": run["run_id"],
+                                                "commit": git.get("commit")}
+        drivers = sorted({g.get("driver") for g in run["provenance"].get("gpus", [])
+                          if g.get("name") and row_model({"gpu_name": g["name"]}) == model
+                          and g.get("driver")})
+        history = (old or {}).get("history", []) + [{
+            "run_id": run["run_id"], "mode": "merge" if merge else "replace", "forced": force
+            and bool(reasons), "promoted": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "measured": run.get("started"), "commit": git.get("commit"),
+            "dirty": git.get("dirty"), "driver": ", ".join(drivers) or None,
+            "versions": run["provenance"].get("versions"), "rows": len(rows)}]
+        doc = {"schema_version": SCHEMA_VERSION, "gpu_model": model,
+               "gpu_name": rows[0].get("gpu_name"),
+               "rows": sorted(kept.values(), key=lambda r: (r["kernel"], r["config"])),
+               "history": history}
+        save_json(path, doc)
+        path.with_name("baseline.md").write_text(render_md(doc))
+        written += [path, path.with_name("baseline.md")]
+    return written
+
+
+def render_md(doc: dict) -> str:
+    last = doc["history"][-1]
+    vers = ", ".join(f"{k} {v}" for k, v in (last.get("versions") or {}).items() if v)
+    lines = [
+        f"# Baseline: {doc['gpu_name']} (`{doc['gpu_model']}`)", "",
+        "Generated by `tirx-suite promote` from `baseline.json`; do not edit by hand. "
+        "Times in µs (mean of rounds); ratio = fastest reference / fastest of ours "
+        "(> 1: ours faster).", "",
+        f"Last update: run {last['run_id']} ({last['mode']}), commit "
+        f"{(last.get('commit') or 'unknown')[:12]}, driver {last.get('driver') or '?'}; "
+        f"{vers}.", "",
+        kernel_tables(doc["rows"], with_status=False), "", "## History", "",
+        md_table(["run", "measured", "mode", "commit", "driver", "rows", "forced"],
+                 [[h["run_id"], h.get("measured") or "", h["mode"],
+                   (h.get("commit") or "unknown")[:12], h.get("driver") or "", h["rows"],
+                   "yes" if h.get("forced") else ""] for h in doc["history"]]),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def spread(samples) -> float | None:
+    """Round-to-round (max - min) / mean; None with fewer than two rounds."""
+    samples = [s for s in samples or [] if s and s > 0]
+    if len(samples) < 2:
+        return None
+    return (max(samples) - min(samples)) / statistics.mean(samples)
+
+
+def _fastest_ours(row: dict) -> tuple[str, float] | None:
+    ours, _ = split({k: v for k, v in (row.get("impls_us") or {}).items() if v and v > 0})
+    return min(ours.items(), key=lambda kv: kv[1]) if ours else None
+
+
+def compare(run: dict, root: Path, *, threshold: float | None = None) -> dict:
+    """Each measured row of ``run`` against the baseline of its GPU model."""
+    baselines: dict[str, dict | None] = {}
+    paths: dict[str, str | None] = {}
+    out_rows, noises = [], []
+    for r in run["rows"]:
+        if r["status"] != PASS or not r.get("impls_us"):
+            continue
+        model = row_model(r)
+        if model not in baselines:
+            path = baseline_path(root, model)
+            baselines[model] = load(path)
+            paths[model] = str(path) if baselines[model] else None
+        base_rows = {(b["kernel"], b["config"]): b
+                     for b in (baselines[model] or {}).get("rows", [])}
+        out_rows.append(_compare_row(r, base_rows.get((r["kernel"], r["config"])),
+                                     baselines[model] is not None, threshold, noises))
+    missing = []
+    if (run.get("selection") or {}).get("default_sweep"):
+        seen = {(r["kernel"], r["config"]) for r in run["rows"]}
+        for b in baselines.values():
+            missing += [(x["kernel"], x["config"]) for x in (b or {}).get("rows", [])
+                        if (x["kernel"], x["config"]) not in seen]
+    rule = (f"fixed at {threshold:.1%} (--threshold)" if threshold is not None else
+            f"per row max({FLOOR:.0%}, {NOISE_FACTOR:g} × measured noise), the noise being the "
+            "larger round-to-round spread (max - min) / mean of our round samples in the "
+            f"baseline and in this run ({UNKNOWN_NOISE:.0%} when either has one round)")
+    return {"baselines": paths, "threshold_rule": rule, "rows": out_rows,
+            "regressions": sum(x["verdict"] == "regression" for x in out_rows),
+            "noise_median": statistics.median(noises) if noises else None,
+            "noise_rows": len(noises), "missing": missing}
+
+
+def _compare_row(r, base, have_baseline, threshold, noises) -> dict:
+    out = {"kernel": r["kernel"], "config": r["config"], "ratio_after": r.get("ratio")}
+    if base is None:
+        out["verdict"] = "new row" if have_baseline else "no baseline"
+        return out
+    out["ratio_before"] = base.get("ratio")
+    if (base.get("timer") or "proton") != (r.get("timer") or "proton"):
+        out["verdict"] = f"timer changed ({base.get('timer')} -> {r.get('timer')})"
+        return out
+    before, after = _fastest_ours(base), _fastest_ours(r)
+    if before is None or after is None:
+        out["verdict"] = "no time of ours"
+        return out
+    s_before = spread((base.get("round_samples") or {}).get(before[0]))
+    s_after = spread((r.get("round_samples") or {}).get(after[0]))
+    noise = None if s_before is None or s_after is None else max(s_before, s_after)
+    if noise is not None:
+        noises.append(noise)
+    thr = threshold if threshold is not None else (
+        UNKNOWN_NOISE if noise is None else max(FLOOR, NOISE_FACTOR * noise))
+    change = after[1] / before[1] - 1.0
+    verdict = "regression" if change > thr else "faster" if change < -thr else "ok"
+    impl = after[0] if before[0] == after[0] else f"{before[0]} -> {after[0]}"
+    out.update(impl=impl, before_us=before[1],
+               after_us=after[1], change=change, threshold=thr, noise=noise, verdict=verdict)
+    return out

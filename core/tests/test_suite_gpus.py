@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""GPU inventory parsing, atomic cross-process acquisition, the interference monitor."""
+
+import os
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+from test_suite_support import fake_gpus
+
+from tirx_kernels.core.suite import gpus as G
+from tirx_kernels.core.suite.executor import cache_dir
+
+SMI = """0, GPU-aaaa, NVIDIA H200, 580.159.03, 143771, 1980, 3201, 345, 3201
+1, GPU-bbbb, NVIDIA H200, 580.159.03, 143771, 1980, 3201, [N/A], 3201
+"""
+
+
+def test_parse_smi_inventory():
+    a, b = G.parse_smi_gpus(SMI)
+    assert (a.index, a.uuid, a.name, a.driver, a.memory_mib) == (
+        0, "GPU-aaaa", "NVIDIA H200", "580.159.03", 143771)
+    assert a.clocks_mhz == {"max_sm": 1980, "max_mem": 3201, "sm": 345, "mem": 3201}
+    assert "sm" not in b.clocks_mhz and b.index == 1
+    assert a.model == "nvidia-h200" == G.model_slug("NVIDIA  H200 ")
+
+
+def test_inventory_falls_back_to_minimal_fields(monkeypatch):
+    monkeypatch.setattr(G.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    calls = []
+
+    def run(cmd, **kw):
+        calls.append(cmd[1])
+        if "clocks.max.sm" in cmd[1]:
+            return SimpleNamespace(returncode=2, stdout="", stderr="Field not valid")
+        return SimpleNamespace(returncode=0, stdout="0, GPU-x, NVIDIA H100, 550.1\n", stderr="")
+
+    found, source = G.inventory(run=run)
+    assert source == "nvidia-smi" and len(calls) == 2
+    assert found == [G.Gpu(0, "GPU-x", "NVIDIA H100", "550.1")]
+
+
+def test_inventory_without_nvidia_smi_uses_torch_subprocess(monkeypatch):
+    monkeypatch.setattr(G.shutil, "which", lambda name: None)
+    seen = {}
+
+    def run(cmd, **kw):
+        seen["cmd"], seen["env"] = cmd, kw["env"]
+        return SimpleNamespace(returncode=0, stdout="[]\n", stderr="")
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    found, source = G.inventory(run=run)
+    assert found == [] and "torch sees no CUDA device" in source
+    assert seen["cmd"][0] == sys.executable  # never in the suite process itself
+    assert "CUDA_VISIBLE_DEVICES" not in seen["env"]
+    assert seen["env"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+
+
+def test_lock_pool_is_all_or_nothing_and_exclusive_across_pools(tmp_path):
+    gpus = fake_gpus(4)
+    a, b = G.LockPool(gpus, tmp_path), G.LockPool(gpus, tmp_path)  # two suite processes
+    two = a.acquire(2)
+    assert [g.index for g in two] == [0, 1] and a.free_count() == 2
+    assert a.acquire(3) is None and a.free_count() == 2  # too many: nothing taken
+    got = b.acquire(2)
+    assert [g.index for g in got] == [2, 3]  # b skips a's locked GPUs
+    assert b.acquire(1) is None  # b thinks 2 are free, but a holds them: all or nothing
+    assert b.free_count() == 2
+    a.release(two)
+    assert [g.index for g in b.acquire(2)] == [0, 1]
+    a.close()
+    b.close()
+
+
+def test_lock_is_released_when_the_holder_dies(tmp_path):
+    code = ("import sys; from tirx_kernels.core.suite.gpus import LockPool, Gpu;"
+            f"p = LockPool([Gpu(0, 'GPU-z', 'x')], {str(tmp_path)!r});"
+            "assert p.acquire(1); print('held', flush=True); sys.stdin.read()")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "held"
+    pool = G.LockPool([G.Gpu(0, "GPU-z", "x")], tmp_path)
+    assert pool.acquire(1) is None
+    child.kill()
+    child.wait()
+    assert pool.acquire(1) is not None
+    pool.close()
+
+
+def test_parse_compute_apps():
+    text = "GPU-aaaa, 123, python3\nGPU-bbbb, 456, /usr/bin/app\ngarbage\n"
+    assert G.parse_compute_apps(text) == [("GPU-aaaa", 123, "python3"),
+                                          ("GPU-bbbb", 456, "/usr/bin/app")]
+    assert G.parse_compute_apps("") == []
+
+
+def test_classify_foreign_processes():
+    probe = {10: (10, True), 11: (10, True), 20: (20, True), 30: (30, False)}.get
+    apps = [("G0", 10, "ours"), ("G0", 11, "our helper"), ("G0", 20, "other job"),
+            ("G0", 30, "unrelated local pid"), ("G1", 20, "other gpu"), ("G0", 99, "invisible"),
+            ("G0", 98, "invisible before"), ("G0", 77, "our exited child")]
+
+    def classify(before=(), ours=()):
+        return G.classify(apps, {"G0"}, 10, set(before), set(ours),
+                          probe=lambda pid: probe(pid, (None, False)))
+
+    assert classify() == ["pid 20 (other job) on G0"]
+    assert classify(before={98}) == ["pid 20 (other job) on G0", "pid 98 (invisible before) on G0"]
+    assert classify(before={77}, ours={77}) == ["pid 20 (other job) on G0"]
+
+
+def test_probe_pid_of_this_process_and_of_a_missing_one():
+    group, _ = G.probe_pid(os.getpid())
+    assert group == os.getpgid(0)
+    assert G.probe_pid(2**22 + 12345) == (None, False)
+
+
+def test_smi_monitor_reports_foreign_process_during_watch():
+    apps = []
+    mon = G.SmiMonitor(interval_s=0.01, query=lambda: list(apps),
+                       probe=lambda pid: (pid, True))  # each pid its own group, on the GPU
+    gpus = fake_gpus(2)
+    mon.watch("w", gpus[:1])
+    mon.attach("w", 500)
+    apps.append((gpus[0].uuid, 500, "our child"))
+    time.sleep(0.05)
+    apps.append((gpus[1].uuid, 600, "on another gpu"))
+    apps.append((gpus[0].uuid, 700, "intruder"))
+    time.sleep(0.05)
+    assert mon.stop("w") == [f"pid 700 (intruder) on {gpus[0].uuid}"]
+    mon.watch("clean", gpus[1:])
+    mon.attach("clean", 600)
+    assert mon.stop("clean") == []
+    mon.close()
+
+
+def test_smi_monitor_survives_a_failing_query():
+    mon = G.SmiMonitor(interval_s=0.01, query=lambda: None)
+    mon.watch("w", fake_gpus(1))
+    mon.attach("w", 1)
+    time.sleep(0.03)
+    assert mon.stop("w") == []
+    mon.close()
+
+
+def test_cache_dir_is_absolute_and_qualified(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    gpu = fake_gpus(1)[0]
+    path = cache_dir("rel/cache", gpu, {"apache-tvm-tirx": "0.1.0a4", "torch": "2.11.0+cu130",
+                                        "triton": None})
+    assert path.is_absolute()
+    assert path == tmp_path / "rel/cache/nvidia-h200-driver580.1/tvm-tirx0.1.0a4_torch2.11.0+cu130"
+    other = cache_dir("rel/cache", G.Gpu(0, "u", "NVIDIA H100", "580.1"), {"torch": "2.11"})
+    assert other.parent.name == "nvidia-h100-driver580.1"
