@@ -86,20 +86,28 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", default=None,
                    help="a family that fails to load is an error")
     run = p.add_argument_group("running")
-    run.add_argument("--rounds", type=int, default=5)
-    run.add_argument("--cooldown", type=float, default=1.0, help="seconds before each impl")
-    run.add_argument("--timeout", type=float, default=900.0, help="seconds per workload")
-    run.add_argument("--retries", type=int, default=3, help="requeues of an INTERFERED run")
-    run.add_argument("--retry-delay", type=float, default=10.0, help="seconds before a requeue")
+    run.add_argument("--rounds", type=int, default=5, help="measurement rounds (default 5)")
+    run.add_argument("--cooldown", type=float, default=1.0,
+                     help="seconds before each implementation in each round (default 1.0)")
+    run.add_argument("--timeout", type=float, default=900.0,
+                     help="seconds per workload before TIMEOUT (default 900)")
+    run.add_argument("--retries", type=int, default=3,
+                     help="requeues of an INTERFERED workload before FAIL (default 3)")
+    run.add_argument("--retry-delay", type=float, default=10.0,
+                     help="seconds before a requeued workload starts again (default 10)")
     run.add_argument("--keep-going", action="store_true", help="do not stop at the first FAIL")
     run.add_argument("--gpus", help="comma-separated nvidia-smi indices to use (default: all)")
     run.add_argument("--no-monitor", action="store_true",
                      help="do not watch the GPUs for foreign processes")
-    run.add_argument("--monitor-interval", type=float, default=1.0, help="seconds")
+    run.add_argument("--monitor-interval", type=float, default=1.0,
+                     help="seconds between nvidia-smi polls (default 1.0)")
     run.add_argument("--lock-dir", type=Path, help="GPU lock files (default: "
                      "$TIRX_SUITE_LOCK_DIR or <tmp>/tirx-suite-locks)")
     out = p.add_argument_group("results")
-    out.add_argument("--out-dir", type=Path, default=Path(".bench-suite"))
+    out.add_argument("--out-dir", type=Path, default=Path(".bench-suite"),
+                     help="runs/, logs and reports/ go here (default: .bench-suite)")
+    out.add_argument("--cache-dir", type=Path, help="root of TIRX_BENCH_CACHE_DIR "
+                     "(default: <out-dir>/cache)")
     _compare_args(out)
     out.add_argument("--no-compare", action="store_true", help="skip the baseline comparison")
     out.add_argument("--json", action="store_true", help="print the run summary JSON")
@@ -293,7 +301,8 @@ def cmd_run(args, backend: Backend) -> int:
     monitor = backend.monitor(args.monitor_interval) if use_monitor else NullMonitor()
     pool = backend.pool(gpus, args.lock_dir)
     executor = backend.executor(run_dir, rounds=args.rounds, cooldown_s=args.cooldown,
-                                cache_root=out_dir / "cache", versions=prov["versions"])
+                                cache_root=(args.cache_dir or out_dir / "cache").resolve(),
+                                versions=prov["versions"])
     scheduler = Scheduler(executor, pool, monitor, timeout_s=args.timeout,
                           max_retries=args.retries, retry_delay_s=args.retry_delay,
                           keep_going=args.keep_going, events=events,

@@ -98,6 +98,7 @@ class _Job:
     index: int
     workload: Workload
     attempt: int = 0
+    number: int = 0  # n of "n/N" in progress lines, fixed at the first start
     not_before: float = 0.0
     attempts: list[Attempt] = field(default_factory=list)
 
@@ -188,8 +189,10 @@ class Scheduler:
                 continue
             self.monitor.attach(key, getattr(handle, "pid", None))
             running.append(_Running(job, handle, gpus, self.clock(), key))
-            self._started += 1
-            self.events.start(job.workload, job.attempt, gpus, self._started, self._total)
+            if not job.number:
+                self._started += 1
+                job.number = self._started
+            self.events.start(job.workload, job.attempt, gpus, job.number, self._total)
 
     def _check(self, r: _Running) -> Result | None:
         try:
