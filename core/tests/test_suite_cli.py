@@ -92,6 +92,8 @@ def test_timeout_and_interference_in_the_run_json(tmp_path, clean_git):
     assert [a["status"] for a in interfered["attempts"]] == ["INTERFERED", "PASS"]
     assert interfered["attempts"][0]["interference"]
     assert doc["summary"]["retried"] == 1
+    report = (tmp_path / "out" / "reports" / doc["run_id"] / "report.md").read_text()
+    assert "## Interference" in report and "k interfere1: 2 attempts, final PASS" in report
 
 
 def test_ctrl_c_writes_the_partial_run_and_exits_130(tmp_path, capsys, clean_git):

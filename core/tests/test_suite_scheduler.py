@@ -213,3 +213,18 @@ def test_gpus_held_by_another_suite_are_not_used(tmp_path):
     assert {r.gpus[0].index for r in outcome.rows} == {1}
     assert ex.max_concurrent == 1
     other.close()
+
+
+def test_an_error_in_a_hook_still_kills_the_children(tmp_path):
+    class Broken(Events):
+        def finish(self, row, done, total):
+            raise RuntimeError("disk full")
+
+    clock = FakeClock()
+    ex = FakeExecutor(clock, durations={("k1", "pass"): 50.0})
+    pool = LockPool(fake_gpus(2), tmp_path / "locks")
+    s = Scheduler(ex, pool, FakeMonitor(), timeout_s=100, events=Broken(), clock=clock,
+                  sleep=clock.sleep, poll_s=0.5)
+    with pytest.raises(RuntimeError, match="disk full"):
+        s.run([workload("pass", kernel="k0"), workload("pass", kernel="k1")])
+    assert ex.started[1].killed and pool.free_count() == 2

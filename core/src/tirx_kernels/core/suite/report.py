@@ -121,6 +121,14 @@ def run_report(run: dict, comparison: dict | None, plot_name: str | None,
             lines += [f"- **{r['status']}** {r['kernel']} {r['config']}"
                       + (f" (log: `{r['log']}`)" if r.get("log") else ""),
                       "", "```", detail, "```"]
+    retried = [r for r in run["rows"] if any(a.get("status") == "INTERFERED"
+                                             for a in r.get("attempts") or [])]
+    if retried:
+        lines += ["", "## Interference", ""]
+        for r in retried:
+            seen = sorted({p for a in r["attempts"] for p in a.get("interference") or []})
+            lines.append(f"- {r['kernel']} {r['config']}: {len(r['attempts'])} attempts, final "
+                         f"{r['status']}; foreign: {'; '.join(seen)}")
     if skips:
         lines += ["", "## Skipped", ""]
         lines += [f"- {r['kernel']} {r['config']}: {(r.get('detail') or '').splitlines()[0]}"

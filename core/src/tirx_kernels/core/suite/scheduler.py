@@ -148,6 +148,7 @@ class Scheduler:
                         self._done(r, result, pending)
         except KeyboardInterrupt:
             interrupted = True
+        finally:  # Ctrl-C, or a bug in a hook: never leave a child running
             for r in running:
                 r.handle.kill()
                 self.pool.release(r.gpus)
