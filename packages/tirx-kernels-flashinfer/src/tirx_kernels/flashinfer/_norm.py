@@ -1,0 +1,429 @@
+# This file is a TIRx port of code from FlashInfer
+# (https://github.com/flashinfer-ai/flashinfer @ fb28d7242b3506a2348265962041acc1fb56cca4), Copyright (c) 2024 by FlashInfer team.  # noqa: E501
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Shared code of the FlashInfer norm ports (RMSNorm, Gemma RMSNorm, fused add, LayerNorm).
+
+Upstream source: ``include/flashinfer/norm.cuh`` (``RMSNormKernel``, ``FusedAddRMSNormKernel``,
+``RMSNorm``/``GemmaRMSNorm``/``FusedAddRMSNorm``/``GemmaFusedAddRMSNorm`` launchers,
+``generalLayerNorm``/``LayerNorm``), bound in ``csrc/norm.cu`` and exposed by
+``flashinfer/norm/__init__.py`` (the CUDA-JIT path, which is what runs on sm_90a when the
+CuTe-DSL kernels are unavailable). These kernels and launchers are identical in the copy of
+``norm.cuh`` shipped by flashinfer-python 0.7.2.post1 (git beabf500), the reference on the H200.
+
+Kept from upstream: one CTA per row, 16-byte vectors (``VEC_SIZE = gcd(16 / sizeof(T), d)``
+is 8 for every ``d % 8 == 0``), thread ``t`` owning vectors ``t, t + threads, ...``, fp32
+accumulation of the squares per thread, warp shuffle-xor then cross-warp reduction,
+``rms_rcp = rsqrt(sum_sq / d + eps)``, ``out = T(float(x) * rms_rcp * (weight_bias + float(w)))``
+with ``weight_bias`` 0 (RMSNorm) or 1 (Gemma); the fused-add kernels store
+``residual = T(x)`` with ``x = float(input) + float(residual)`` and normalize the unrounded
+fp32 ``x``. LayerNorm: mean, then the variance of ``x - mean`` (two-pass, upstream's
+``USE_DIFF_OF_SQUARES = false``), ``out = T((x - mean) * rsqrt(var / d + eps) * gamma + beta)``.
+
+Changed (performance, same arithmetic): the row lives in registers instead of being read
+twice (RMSNorm) or staged in shared memory (fused add, LayerNorm); the weight is loaded with
+the row, before the reduction; the cross-warp step is done by every warp after a single
+barrier; the block is ``ceil(d / (8 * vecs_per_thread))`` threads (rounded up to a warp)
+instead of ``min(1024, d / 8)``. No PDL (``griddepcontrol``) and contiguous rows only.
+
+Dispatch domain of the port: dtype bfloat16 or float16 (LayerNorm: bfloat16 input, float32
+gamma/beta, as upstream); ``hidden % 8 == 0`` (upstream's VEC_SIZE = 8 specialization;
+other ``d`` use smaller vectors upstream and are not ported); ``8 <= hidden <= 16384``;
+``tokens * hidden < 2**31`` (32-bit indexing); rows contiguous. Outside it: ValueError.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+VEC = 8  # elements per 16-byte vector of a 16-bit dtype
+MAX_HIDDEN = 16384
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+TORCH_TO_NAME = {v: k for k, v in DTYPES.items()}
+
+
+def check_domain(dtype: str, hidden: int, tokens: int | None = None, *, bf16_only=False) -> None:
+    """Raise ValueError unless (dtype, hidden, tokens) is inside the port's dispatch domain."""
+    allowed = ("bfloat16",) if bf16_only else tuple(DTYPES)
+    if dtype not in allowed:
+        raise ValueError(f"dtype {dtype!r} not supported: expected one of {allowed}")
+    if not isinstance(hidden, int) or hidden % VEC or not VEC <= hidden <= MAX_HIDDEN:
+        raise ValueError(
+            f"hidden={hidden} outside the ported dispatch domain: need hidden % {VEC} == 0 "
+            f"(FlashInfer's VEC_SIZE=8 path) and {VEC} <= hidden <= {MAX_HIDDEN}"
+        )
+    if tokens is not None and not (0 <= tokens and tokens * hidden < 2**31):
+        raise ValueError(f"tokens={tokens} x hidden={hidden} exceeds 32-bit indexing")
+
+
+SMALL_BATCH = 256  # up to ~2 rows per SM: latency-bound, spread a row over more threads
+
+
+def plan(
+    hidden: int, tokens: int | None = None, kind: str = "rmsnorm", vecs_per_thread=None
+) -> tuple[int, int]:
+    """(16-byte vectors per thread, threads per CTA) for one row of ``hidden`` elements.
+
+    Picked from a proton sweep of 1/2/4/8 vectors per thread on the H200: small batches
+    want 1-2 vectors per thread (fused add: at most 512 threads), large batches 4 (1 when
+    hidden <= 2048). Tokens only pick the plan; the compiled kernel takes any count.
+    """
+    nvec = hidden // VEC
+    if vecs_per_thread:
+        k = vecs_per_thread
+    elif tokens is not None and tokens <= SMALL_BATCH:
+        k = -(-nvec // (512 if kind == "fused_add_rmsnorm" else 1024))
+    else:
+        k = 1 if nvec <= 256 else 4
+    threads = -(-nvec // k)
+    threads = -(-threads // 32) * 32
+    if threads > 1024:
+        raise ValueError(f"hidden={hidden} needs {threads} threads at {k} vectors per thread")
+    return k, threads
+
+
+@functools.cache
+def make_rmsnorm(dtype: str, hidden: int, weight_bias: float, vecs_per_thread=None):
+    """out[m] = T(float(x[m]) * rsqrt(mean(x[m]^2) + eps) * (weight_bias + float(w)))."""
+    from tirx_kernels.core.toolchain import T
+
+    check_domain(dtype, hidden)
+    k, threads = plan(hidden, None, "rmsnorm", vecs_per_thread)
+    warps = threads // 32
+    exact = threads * k * VEC == hidden
+    M = T.dynamic("M")
+
+    @T.function
+    def rmsnorm(
+        X: T.Tensor((M, hidden), dtype, align=16),
+        W: T.Tensor((hidden,), dtype, align=16),
+        Y: T.Tensor((M, hidden), dtype, align=16),
+        eps: T.float32,
+    ):
+        T.func_attr({"tirx.noalias": True})
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=M, block=threads))
+        row = T.cuda.block_idx("x")
+        tx = T.cuda.thread_idx("x")
+        xr = T.alloc_local((k * VEC,), dtype)
+        wr = T.alloc_local((k * VEC,), dtype)
+        yr = T.alloc_local((VEC,), dtype)
+        red = T.alloc_shared((32,), "float32")
+        acc = T.alloc_local((1,), "float32")
+        rr = T.alloc_local((1,), "float32")
+        acc[0] = T.float32(0)
+        for it in T.unroll(k):
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:
+                xr[T.Ramp(it * VEC, 1, VEC)] = X[row, T.Ramp(c, 1, VEC)]
+                wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
+            else:
+                for v in T.unroll(VEC):
+                    xr[it * VEC + v] = T.cast(T.float32(0), dtype)
+        for i in T.unroll(k * VEC):
+            acc[0] = acc[0] + T.cast(xr[i], "float32") * T.cast(xr[i], "float32")
+        # CTA sum: warp shuffle, partials to shared memory, one barrier, every warp sums them
+        part = T.cuda.warp_sum(acc[0])
+        if tx % 32 == 0:
+            red[tx // 32] = part
+        T.cuda.cta_sync()
+        tot = T.cuda.warp_sum(T.if_then_else(tx % 32 < warps, red[tx % 32], T.float32(0)))
+        rr[0] = T.rsqrt(tot / T.float32(hidden) + eps)
+        for it in T.unroll(k):
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:
+                for v in T.unroll(VEC):
+                    i = it * VEC + v
+                    yr[v] = T.cast(
+                        T.cast(xr[i], "float32")
+                        * rr[0]
+                        * (T.float32(weight_bias) + T.cast(wr[i], "float32")),
+                        dtype,
+                    )
+                Y[row, T.Ramp(c, 1, VEC)] = yr[T.Ramp(0, 1, VEC)]
+
+    return rmsnorm
+
+
+@functools.cache
+def make_fused_add_rmsnorm(dtype: str, hidden: int, weight_bias: float, vecs_per_thread=None):
+    """In place: x = I + R (fp32); R = T(x); I = T(x * rsqrt(mean(x^2) + eps) * (bias + w))."""
+    from tirx_kernels.core.toolchain import T
+
+    check_domain(dtype, hidden)
+    k, threads = plan(hidden, None, "fused_add_rmsnorm", vecs_per_thread)
+    warps = threads // 32
+    exact = threads * k * VEC == hidden
+    M = T.dynamic("M")
+
+    @T.function
+    def fused_add_rmsnorm(
+        I: T.Tensor((M, hidden), dtype, align=16),  # noqa: E741 - upstream's "input"
+        R: T.Tensor((M, hidden), dtype, align=16),
+        W: T.Tensor((hidden,), dtype, align=16),
+        eps: T.float32,
+    ):
+        T.func_attr({"tirx.noalias": True})
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=M, block=threads))
+        row = T.cuda.block_idx("x")
+        tx = T.cuda.thread_idx("x")
+        iv = T.alloc_local((k * VEC,), dtype)
+        rv = T.alloc_local((k * VEC,), dtype)
+        wr = T.alloc_local((k * VEC,), dtype)
+        xf = T.alloc_local((k * VEC,), "float32")
+        ov = T.alloc_local((VEC,), dtype)
+        red = T.alloc_shared((32,), "float32")
+        acc = T.alloc_local((1,), "float32")
+        rs = T.alloc_local((1,), "float32")
+        acc[0] = T.float32(0)
+        for it in T.unroll(k):
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:
+                iv[T.Ramp(it * VEC, 1, VEC)] = I[row, T.Ramp(c, 1, VEC)]
+                rv[T.Ramp(it * VEC, 1, VEC)] = R[row, T.Ramp(c, 1, VEC)]
+                wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
+            else:
+                for v in T.unroll(VEC):
+                    iv[it * VEC + v] = T.cast(T.float32(0), dtype)
+                    rv[it * VEC + v] = T.cast(T.float32(0), dtype)
+        for it in T.unroll(k):
+            for v in T.unroll(VEC):
+                i = it * VEC + v
+                xf[i] = T.cast(iv[i], "float32") + T.cast(rv[i], "float32")
+                acc[0] = acc[0] + xf[i] * xf[i]
+                ov[v] = T.cast(xf[i], dtype)
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:
+                R[row, T.Ramp(c, 1, VEC)] = ov[T.Ramp(0, 1, VEC)]
+        # CTA sum: warp shuffle, partials to shared memory, one barrier, every warp sums them
+        part = T.cuda.warp_sum(acc[0])
+        if tx % 32 == 0:
+            red[tx // 32] = part
+        T.cuda.cta_sync()
+        tot = T.cuda.warp_sum(T.if_then_else(tx % 32 < warps, red[tx % 32], T.float32(0)))
+        rs[0] = T.rsqrt(tot / T.float32(hidden) + eps)
+        for it in T.unroll(k):
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:
+                for v in T.unroll(VEC):
+                    i = it * VEC + v
+                    ov[v] = T.cast(
+                        xf[i] * rs[0] * (T.float32(weight_bias) + T.cast(wr[i], "float32")), dtype
+                    )
+                I[row, T.Ramp(c, 1, VEC)] = ov[T.Ramp(0, 1, VEC)]
+
+    return fused_add_rmsnorm
+
+
+@functools.cache
+def make_layernorm(hidden: int, vecs_per_thread=None):
+    """out[m] = bf16((x - mean) * rsqrt(var + eps) * gamma + beta); x bf16, gamma/beta fp32."""
+    from tirx_kernels.core.toolchain import T
+
+    dtype = "bfloat16"
+    check_domain(dtype, hidden, bf16_only=True)
+    k, threads = plan(hidden, None, "layernorm", vecs_per_thread)
+    warps = threads // 32
+    exact = threads * k * VEC == hidden
+    M = T.dynamic("M")
+
+    @T.function
+    def layernorm(
+        X: T.Tensor((M, hidden), dtype, align=16),
+        G: T.Tensor((hidden,), "float32", align=16),
+        B: T.Tensor((hidden,), "float32", align=16),
+        Y: T.Tensor((M, hidden), dtype, align=16),
+        eps: T.float32,
+    ):
+        T.func_attr({"tirx.noalias": True})
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=M, block=threads))
+        row = T.cuda.block_idx("x")
+        tx = T.cuda.thread_idx("x")
+        xr = T.alloc_local((k * VEC,), dtype)
+        gr = T.alloc_local((VEC,), "float32")
+        br = T.alloc_local((VEC,), "float32")
+        yr = T.alloc_local((VEC,), dtype)
+        red = T.alloc_shared((32,), "float32")
+        red2 = T.alloc_shared((32,), "float32")
+        acc = T.alloc_local((1,), "float32")
+        mv = T.alloc_local((2,), "float32")
+        acc[0] = T.float32(0)
+        for it in T.unroll(k):
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:
+                xr[T.Ramp(it * VEC, 1, VEC)] = X[row, T.Ramp(c, 1, VEC)]
+            else:
+                for v in T.unroll(VEC):
+                    xr[it * VEC + v] = T.cast(T.float32(0), dtype)
+        for i in T.unroll(k * VEC):
+            acc[0] = acc[0] + T.cast(xr[i], "float32")
+        # CTA sum: warp shuffle, partials to shared memory, one barrier, every warp sums them
+        part = T.cuda.warp_sum(acc[0])
+        if tx % 32 == 0:
+            red[tx // 32] = part
+        T.cuda.cta_sync()
+        tot = T.cuda.warp_sum(T.if_then_else(tx % 32 < warps, red[tx % 32], T.float32(0)))
+        mv[0] = tot / T.float32(hidden)
+        acc[0] = T.float32(0)
+        for it in T.unroll(k):
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:  # padding lanes must not add mean^2
+                for v in T.unroll(VEC):
+                    dv = T.cast(xr[it * VEC + v], "float32") - mv[0]
+                    acc[0] = acc[0] + dv * dv
+        # CTA sum: warp shuffle, partials to shared memory, one barrier, every warp sums them
+        part2 = T.cuda.warp_sum(acc[0])
+        if tx % 32 == 0:
+            red2[tx // 32] = part2
+        T.cuda.cta_sync()
+        tot2 = T.cuda.warp_sum(T.if_then_else(tx % 32 < warps, red2[tx % 32], T.float32(0)))
+        mv[1] = T.rsqrt(tot2 / T.float32(hidden) + eps)
+        for it in T.unroll(k):
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:
+                gr[T.Ramp(0, 1, 4)] = G[T.Ramp(c, 1, 4)]
+                gr[T.Ramp(4, 1, 4)] = G[T.Ramp(c + 4, 1, 4)]
+                br[T.Ramp(0, 1, 4)] = B[T.Ramp(c, 1, 4)]
+                br[T.Ramp(4, 1, 4)] = B[T.Ramp(c + 4, 1, 4)]
+                for v in T.unroll(VEC):
+                    yr[v] = T.cast(
+                        (T.cast(xr[it * VEC + v], "float32") - mv[0]) * mv[1] * gr[v] + br[v],
+                        dtype,
+                    )
+                Y[row, T.Ramp(c, 1, VEC)] = yr[T.Ramp(0, 1, VEC)]
+
+    return layernorm
+
+
+@functools.cache
+def compiled(kind: str, dtype: str, hidden: int, weight_bias: float = 0.0, vecs_per_thread=None):
+    """The compiled executable for one static shape (tokens are dynamic)."""
+    from tirx_kernels.core import toolchain
+
+    if kind == "rmsnorm":
+        func = make_rmsnorm(dtype, hidden, weight_bias, vecs_per_thread)
+    elif kind == "fused_add_rmsnorm":
+        func = make_fused_add_rmsnorm(dtype, hidden, weight_bias, vecs_per_thread)
+    elif kind == "layernorm":
+        func = make_layernorm(hidden, vecs_per_thread)
+    else:
+        raise ValueError(f"unknown norm kind {kind!r}")
+    return toolchain.compile(func, toolchain.gpu_arch() or "sm_90a")
+
+
+def check_tensors(*tensors, hidden: int) -> None:
+    """Raise ValueError for tensors the kernels cannot take (shape, device, contiguity)."""
+    for t in tensors:
+        if not t.is_cuda:
+            raise ValueError("tensors must be on a CUDA device")
+        if t.shape[-1] != hidden or not t.is_contiguous():
+            raise ValueError(
+                f"expected contiguous tensors with last dim {hidden}, got shape "
+                f"{tuple(t.shape)} strides {t.stride()}"
+            )
+        if t.data_ptr() % 16:
+            raise ValueError("tensors must be 16-byte aligned")
+
+
+def rmsnorm(x, w, eps=1e-6, out=None, *, weight_bias=0.0):
+    """FlashInfer ``rmsnorm`` (weight_bias 0) / ``gemma_rmsnorm`` (weight_bias 1) on 2D x."""
+    if x.dim() != 2 or w.dim() != 1 or w.dtype != x.dtype:
+        raise ValueError(
+            "expected x of shape (tokens, hidden) and w of shape (hidden,), same dtype"
+        )
+    tokens, hidden = x.shape
+    dtype = TORCH_TO_NAME.get(x.dtype)
+    check_domain(dtype, hidden, tokens)
+    out = torch.empty_like(x) if out is None else out
+    check_tensors(x, w, out, hidden=hidden)
+    if tokens:
+        k = plan(hidden, tokens, "rmsnorm")[0]
+        compiled("rmsnorm", dtype, hidden, float(weight_bias), k)(x, w, out, eps)
+    return out
+
+
+def fused_add_rmsnorm(x, residual, w, eps=1e-6, *, weight_bias=0.0):
+    """FlashInfer ``fused_add_rmsnorm`` / ``gemma_fused_add_rmsnorm``: updates x and residual."""
+    if x.dim() != 2 or residual.shape != x.shape or w.dim() != 1:
+        raise ValueError("expected x, residual of shape (tokens, hidden) and w of shape (hidden,)")
+    if residual.dtype != x.dtype or w.dtype != x.dtype:
+        raise ValueError("x, residual and w must share one dtype")
+    tokens, hidden = x.shape
+    dtype = TORCH_TO_NAME.get(x.dtype)
+    check_domain(dtype, hidden, tokens)
+    check_tensors(x, residual, w, hidden=hidden)
+    if tokens:
+        k = plan(hidden, tokens, "fused_add_rmsnorm")[0]
+        exe = compiled("fused_add_rmsnorm", dtype, hidden, float(weight_bias), k)
+        exe(x, residual, w, eps)
+
+
+def layernorm(x, gamma, beta, eps=1e-6, out=None):
+    """FlashInfer ``layernorm``: bf16 x, fp32 gamma and beta."""
+    if x.dim() != 2 or gamma.dim() != 1 or beta.dim() != 1:
+        raise ValueError("expected x of shape (tokens, hidden), gamma and beta of shape (hidden,)")
+    if gamma.dtype != torch.float32 or beta.dtype != torch.float32:
+        raise ValueError("gamma and beta must be float32 (FlashInfer's layernorm contract)")
+    tokens, hidden = x.shape
+    check_domain(TORCH_TO_NAME.get(x.dtype), hidden, tokens, bf16_only=True)
+    out = torch.empty_like(x) if out is None else out
+    check_tensors(x, gamma, beta, out, hidden=hidden)
+    if tokens:
+        k = plan(hidden, tokens, "layernorm")[0]
+        compiled("layernorm", "bfloat16", hidden, 0.0, k)(x, gamma, beta, out, eps)
+    return out
+
+
+def flashinfer_available() -> bool:
+    try:
+        import flashinfer.norm  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def dtype_tols(dtype: str) -> dict:
+    """assert_close tolerances of a 16-bit output against an fp32 reference (a few ulps)."""
+    return {"bfloat16": {"rtol": 1.6e-2, "atol": 1.6e-2}, "float16": {"rtol": 2e-3, "atol": 2e-3}}[
+        dtype
+    ]
+
+
+def ulp_tols(dtype: str) -> dict:
+    """assert_close tolerances between two implementations of the same arithmetic (~1 ulp)."""
+    return {"bfloat16": {"rtol": 8e-3, "atol": 1e-5}, "float16": {"rtol": 1e-3, "atol": 1e-6}}[
+        dtype
+    ]
+
+
+def assert_close(name: str, got, want, tols: dict) -> None:
+    """torch.testing.assert_close with the worst element named in the message."""
+    try:
+        torch.testing.assert_close(got.float(), want.float(), **tols)
+    except AssertionError as e:
+        diff = (got.float() - want.float()).abs()
+        idx = divmod(int(diff.argmax()), diff.shape[-1])
+        raise AssertionError(
+            f"{name}: max abs error {diff.max().item():.4g} at (row, col) {idx}: "
+            f"got {got.flatten()[diff.argmax()].item()} want {want.flatten()[diff.argmax()].item()}"
+            f"\n{e}"
+        ) from None
+
+
+def skip_unless_gpu(meta: dict) -> None:
+    """unittest.SkipTest unless the visible GPU is one of the kernel's archs."""
+    import unittest
+
+    from tirx_kernels.core import toolchain
+
+    arch = toolchain.gpu_arch()
+    if arch not in meta["archs"]:
+        raise unittest.SkipTest(f"needs a GPU of arch {meta['archs']}, found {arch}")
+
+
+def randn(shape, dtype: str, seed: int, scale: float = 1.0, shift: float = 0.0):
+    """Deterministic normal data (generated on the CPU, then moved to the GPU)."""
+    g = torch.Generator().manual_seed(seed)
+    t = torch.randn(shape, generator=g, dtype=torch.float32) * scale + shift
+    return t.to(DTYPES.get(dtype, torch.float32)).cuda()

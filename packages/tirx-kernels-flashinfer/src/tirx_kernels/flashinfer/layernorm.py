@@ -1,0 +1,145 @@
+# This file is a TIRx port of code from FlashInfer
+# (https://github.com/flashinfer-ai/flashinfer @ fb28d7242b3506a2348265962041acc1fb56cca4), Copyright (c) 2024 by FlashInfer team.  # noqa: E501
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""FlashInfer LayerNorm on sm_90a: ``out = (x - mean) / sqrt(var + eps) * gamma + beta``.
+
+Port of ``flashinfer.norm.layernorm`` (``flashinfer/norm/__init__.py`` ->
+``csrc/norm.cu::layernorm`` -> ``include/flashinfer/norm.cuh``: ``LayerNorm`` launcher,
+``generalLayerNorm`` without quantization, ``USE_DIFF_OF_SQUARES = false``; the kernel is
+TensorRT-LLM's, carried by FlashInfer). Shared TIRx code: ``_norm.py``.
+
+Numerics (as upstream): bfloat16 input and output, float32 gamma and beta (the upstream
+binding accepts only these), fp32 math; mean = sum(x) / d, then var = sum((x - mean)^2) / d
+(two-pass, with the row kept on chip), ``out = bf16((x - mean) * rsqrt(var + eps) * gamma
++ beta)``. eps is a runtime fp32 argument (default 1e-6, FlashInfer's default).
+
+Dispatch domain: bfloat16 x; ``hidden % 8 == 0`` and ``8 <= hidden <= 16384`` (upstream
+takes any even ``d`` with 2-element vectors; this port uses 16-byte vectors); any token
+count; contiguous rows. Anything else raises ValueError (see ``_norm.check_domain``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tirx_kernels.flashinfer import _norm
+
+KERNEL_META = {
+    "name": "flashinfer_layernorm",
+    "category": "flashinfer",
+    "compute_capability": 9,
+    "archs": ["sm_90a"],
+    "description": "FlashInfer LayerNorm (norm.cuh generalLayerNorm), bf16 x, fp32 gamma/beta",
+    "dtypes": ["bfloat16"],
+}
+
+TEST_SHAPES = [
+    (1, 4096),
+    (7, 2048),
+    (16, 16384),
+    (127, 5120),
+    (4113, 11008),
+    (16384, 8192),
+]
+BENCH_SHAPES = [
+    (1, 4096),
+    (16, 4096),
+    (1, 16384),
+    (16, 8192),
+    (1024, 4096),
+    (4113, 11008),
+    (16384, 2048),
+    (16384, 4096),
+    (16384, 8192),
+    (16384, 16384),
+]
+CONFIGS = [
+    {"label": f"bf16_t{t}_h{h}", "dtype": "bfloat16", "tokens": t, "hidden": h}
+    for t, h in TEST_SHAPES
+]
+BENCH_CONFIGS = [
+    {"label": f"bf16_t{t}_h{h}", "dtype": "bfloat16", "tokens": t, "hidden": h}
+    for t, h in BENCH_SHAPES
+]
+
+EPS = 1e-6
+
+
+def get_kernel(dtype, hidden, tokens=None, **_):
+    """The TIRx PrimFunc; tokens are dynamic, their count only picks the thread plan."""
+    _norm.check_domain(dtype, hidden, bf16_only=True)
+    return _norm.make_layernorm(hidden, _norm.plan(hidden, tokens, "layernorm")[0])
+
+
+def apply(x, gamma, beta, eps=EPS, out=None):
+    """``flashinfer.norm.layernorm(x, gamma, beta, eps)`` through the TIRx kernel."""
+    return _norm.layernorm(x, gamma, beta, eps, out)
+
+
+def prepare_data(dtype, tokens, hidden, **_):
+    return {
+        # an offset mean makes the two-pass variance matter
+        "x": _norm.randn((tokens, hidden), dtype, seed=tokens * 7 + hidden, shift=0.5),
+        "gamma": _norm.randn((hidden,), "float32", seed=hidden + 1, scale=0.5, shift=1.0),
+        "beta": _norm.randn((hidden,), "float32", seed=hidden + 2, scale=0.5),
+    }
+
+
+def reference(x, gamma, beta, eps=EPS):
+    """fp32 torch LayerNorm (unrounded)."""
+    xf = x.float()
+    mean = xf.mean(-1, keepdim=True)
+    var = (xf - mean).square().mean(-1, keepdim=True)
+    return (xf - mean) * torch.rsqrt(var + eps) * gamma + beta
+
+
+def run_test(dtype, tokens, hidden, **_):
+    _norm.skip_unless_gpu(KERNEL_META)
+    data = prepare_data(dtype, tokens, hidden)
+    out = apply(data["x"], data["gamma"], data["beta"])
+    torch.cuda.synchronize()
+    _norm.assert_close("vs torch fp32", out, reference(**data), _norm.dtype_tols(dtype))
+    if _norm.flashinfer_available():
+        import flashinfer
+
+        want = flashinfer.norm.layernorm(data["x"], data["gamma"], data["beta"], eps=EPS)
+        _norm.assert_close("vs flashinfer", out, want, _norm.ulp_tols(dtype))
+
+
+def run_bench(
+    dtype, tokens, hidden, *, warmup=None, repeat=None, timer=None, rounds=1, cooldown_s=1.0, **_
+):
+    from tirx_kernels.core import toolchain
+
+    data = prepare_data(dtype, tokens, hidden)
+    x, gamma, beta = data["x"], data["gamma"], data["beta"]
+    out = torch.empty_like(x)
+    exe = _norm.compiled(
+        "layernorm", dtype, hidden, 0.0, _norm.plan(hidden, tokens, "layernorm")[0]
+    )
+
+    def build_flashinfer():
+        import flashinfer
+
+        flashinfer.norm.layernorm(x, gamma, beta, eps=EPS)  # JIT outside timing
+        return lambda: flashinfer.norm.layernorm(x, gamma, beta, eps=EPS)
+
+    def build_torch():
+        F = torch.nn.functional
+        try:  # mixed bf16 input / fp32 affine, as FlashInfer takes it
+            F.layer_norm(x, (hidden,), gamma, beta, EPS)
+            g, b = gamma, beta
+        except RuntimeError:
+            g, b = gamma.to(x.dtype), beta.to(x.dtype)
+        return lambda: F.layer_norm(x, (hidden,), g, b, EPS)
+
+    return toolchain.bench(
+        {"tirx": lambda: exe(x, gamma, beta, out, EPS)},
+        references={"flashinfer": build_flashinfer, "torch": build_torch},
+        warmup=warmup,
+        repeat=repeat,
+        timer=timer,
+        rounds=rounds,
+        cooldown_s=cooldown_s,
+    )

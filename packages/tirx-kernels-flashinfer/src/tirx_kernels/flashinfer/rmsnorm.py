@@ -1,0 +1,139 @@
+# This file is a TIRx port of code from FlashInfer
+# (https://github.com/flashinfer-ai/flashinfer @ fb28d7242b3506a2348265962041acc1fb56cca4), Copyright (c) 2024 by FlashInfer team.  # noqa: E501
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""FlashInfer RMSNorm on sm_90a: ``out = x / sqrt(mean(x^2) + eps) * w``, one row per token.
+
+Port of ``flashinfer.norm.rmsnorm`` for 2D input (``flashinfer/norm/__init__.py`` ->
+``csrc/norm.cu::rmsnorm`` -> ``include/flashinfer/norm.cuh``: ``RMSNorm`` launcher,
+``RMSNormKernel`` with ``weight_bias = 0``). Shared TIRx code: ``_norm.py``.
+
+Numerics (as upstream): bf16/fp16 in and out, fp32 math; per-thread fp32 sum of squares,
+warp then CTA reduction, ``rms_rcp = rsqrt(sum_sq / d + eps)``,
+``out = T(float(x) * rms_rcp * float(w))``. eps is a runtime fp32 argument (default 1e-6,
+FlashInfer's default).
+
+Dispatch domain: dtype bfloat16/float16; ``hidden % 8 == 0`` (upstream's VEC_SIZE = 8
+path, ``gcd(16 / sizeof(T), d) == 8``), ``8 <= hidden <= 16384``; any token count;
+contiguous rows. Anything else raises ValueError (see ``_norm.check_domain``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tirx_kernels.flashinfer import _norm
+
+KERNEL_META = {
+    "name": "flashinfer_rmsnorm",
+    "category": "flashinfer",
+    "compute_capability": 9,
+    "archs": ["sm_90a"],
+    "description": "FlashInfer RMSNorm (norm.cuh RMSNormKernel), bf16/fp16, fp32 math",
+    "dtypes": ["bfloat16", "float16"],
+}
+
+TEST_SHAPES = [
+    ("bfloat16", 1, 4096),
+    ("bfloat16", 7, 2048),
+    ("bfloat16", 16, 16384),
+    ("bfloat16", 127, 5120),
+    ("bfloat16", 4113, 11008),
+    ("bfloat16", 16384, 8192),
+    ("float16", 33, 4096),
+    ("float16", 2047, 11008),
+]
+BENCH_SHAPES = [
+    ("bfloat16", 1, 4096),
+    ("bfloat16", 16, 4096),
+    ("bfloat16", 1, 16384),
+    ("bfloat16", 16, 8192),
+    ("bfloat16", 1024, 4096),
+    ("bfloat16", 4113, 11008),
+    ("bfloat16", 16384, 2048),
+    ("bfloat16", 16384, 4096),
+    ("bfloat16", 16384, 8192),
+    ("bfloat16", 16384, 16384),
+    ("float16", 16384, 5120),
+]
+ABBR = {"bfloat16": "bf16", "float16": "fp16"}
+CONFIGS = [
+    {"label": f"{ABBR[d]}_t{t}_h{h}", "dtype": d, "tokens": t, "hidden": h}
+    for d, t, h in TEST_SHAPES
+]
+BENCH_CONFIGS = [
+    {"label": f"{ABBR[d]}_t{t}_h{h}", "dtype": d, "tokens": t, "hidden": h}
+    for d, t, h in BENCH_SHAPES
+]
+
+EPS = 1e-6
+WEIGHT_BIAS = 0.0  # RMSNormKernel's weight_bias for plain RMSNorm
+
+
+def get_kernel(dtype, hidden, tokens=None, **_):
+    """The TIRx PrimFunc; tokens are dynamic, their count only picks the thread plan."""
+    return _norm.make_rmsnorm(dtype, hidden, WEIGHT_BIAS, _norm.plan(hidden, tokens, "rmsnorm")[0])
+
+
+def apply(x, w, eps=EPS, out=None):
+    """``flashinfer.norm.rmsnorm(x, w, eps, out)`` for 2D x, through the TIRx kernel."""
+    return _norm.rmsnorm(x, w, eps, out, weight_bias=WEIGHT_BIAS)
+
+
+def prepare_data(dtype, tokens, hidden, **_):
+    return {
+        "x": _norm.randn((tokens, hidden), dtype, seed=tokens * 7 + hidden),
+        "w": _norm.randn((hidden,), dtype, seed=hidden + 1, scale=0.5, shift=1.0),
+    }
+
+
+def reference(x, w, eps=EPS):
+    """fp32 torch RMSNorm (unrounded)."""
+    xf = x.float()
+    rms_rcp = torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps)
+    return xf * rms_rcp * (WEIGHT_BIAS + w.float())
+
+
+def run_test(dtype, tokens, hidden, **_):
+    _norm.skip_unless_gpu(KERNEL_META)
+    data = prepare_data(dtype, tokens, hidden)
+    out = apply(data["x"], data["w"])
+    torch.cuda.synchronize()
+    _norm.assert_close("vs torch fp32", out, reference(**data), _norm.dtype_tols(dtype))
+    if _norm.flashinfer_available():
+        import flashinfer
+
+        want = flashinfer.norm.rmsnorm(data["x"], data["w"], eps=EPS)
+        _norm.assert_close("vs flashinfer", out, want, _norm.ulp_tols(dtype))
+
+
+def run_bench(
+    dtype, tokens, hidden, *, warmup=None, repeat=None, timer=None, rounds=1, cooldown_s=1.0, **_
+):
+    from tirx_kernels.core import toolchain
+
+    data = prepare_data(dtype, tokens, hidden)
+    x, w = data["x"], data["w"]
+    out = torch.empty_like(x)
+    k = _norm.plan(hidden, tokens, "rmsnorm")[0]
+    exe = _norm.compiled("rmsnorm", dtype, hidden, WEIGHT_BIAS, k)
+
+    def build_flashinfer():
+        import flashinfer
+
+        o = torch.empty_like(x)
+        flashinfer.norm.rmsnorm(x, w, eps=EPS, out=o)  # JIT outside timing
+        return lambda: flashinfer.norm.rmsnorm(x, w, eps=EPS, out=o)
+
+    def build_torch():
+        return lambda: torch.nn.functional.rms_norm(x, (hidden,), w, EPS)
+
+    return toolchain.bench(
+        {"tirx": lambda: exe(x, w, out, EPS)},
+        references={"flashinfer": build_flashinfer, "torch": build_torch},
+        warmup=warmup,
+        repeat=repeat,
+        timer=timer,
+        rounds=rounds,
+        cooldown_s=cooldown_s,
+    )
