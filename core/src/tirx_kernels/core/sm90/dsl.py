@@ -15,6 +15,7 @@ from .layouts import Swizzle, smem_layout
 from .wgmma import acc_regs
 
 TMA_LOAD_2D = "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes"
+TMA_STORE_2D = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
 TMA_LOAD_2D_MULTICAST = (
     "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
     ".multicast::cluster"
@@ -34,13 +35,13 @@ def smem_view(base, byte_offset, shape, dtype, mode: Swizzle = Swizzle.B128, ali
     :func:`.layouts.smem_layout` so ``T.cuda.tile.apply`` TMA can check it.
     """
     scope = str(base.ty.scope) if hasattr(base.ty, "scope") else "shared.dyn"
-    return T.decl_tensor(
+    return T.bind_(T.decl_tensor(
         T.ptr_byte_offset(base.data, byte_offset, ty=PtrType(dtype, scope)),
         ty_args=[
             T.Tensor(tuple(shape), dtype, scope=scope, align=align,
                      layout=smem_layout(dtype, mode, shape))
         ],
-    )
+    ))
 
 
 def tma_load_tile(dst, src, mbar, coords, mode, elem_bytes=2, cta_mask=None):
@@ -178,6 +179,60 @@ def store_acc(acc, out, row0, col0, n, rows, cols, check_rows, check_cols, packe
             else:
                 cvt(packed, acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
                 T.ptx["st.global.b32"](out.ptr_to([r + 8 * h, c + 8 * j]), packed)
+
+
+@T.inline
+def tma_store_box(dst, src, coords, mode):
+    """One TMA box: the whole swizzled shared view ``src`` ([rows, atom width]) to global
+    ``dst`` at ``coords`` = (row, col); out-of-bounds rows/cols are not written.
+    Completes asynchronously: ``bulk_commit`` then ``bulk_wait``/``bulk_wait_read``."""
+    T.cuda.tile.apply(
+        T.ptx[TMA_STORE_2D],
+        dst[0 : dst.shape[0], 0 : dst.shape[1]],
+        src[0 : src.shape[0], 0 : src.shape[1]],
+        box=(src.shape[0], src.shape[1]),
+        coords=coords,
+        swizzle=int(mode),
+    )
+
+
+@T.inline
+def bulk_commit():
+    T.ptx.cp.async_.bulk.commit_group()
+
+
+@T.inline
+def bulk_wait_read(pending):
+    """Until at most ``pending`` of this thread's bulk stores still read shared memory."""
+    T.ptx.cp.async_.bulk.wait_group.read(pending)
+
+
+@T.inline
+def bulk_wait(pending):
+    """Until at most ``pending`` of this thread's bulk stores are incomplete."""
+    T.ptx.cp.async_.bulk.wait_group(pending)
+
+
+@T.inline
+def stmatrix_acc_chunk(acc, buf_addr, chunk, packed4, dtype):
+    """Write accumulator columns [64 chunk, 64 chunk + 64) of a warpgroup's 64 x N tile,
+    converted to 16 bits, into a 64 x 64 shared tile at ``buf_addr`` (128B-swizzled, the
+    :mod:`.layouts` format): 4 ``stmatrix.x4`` per thread, each two 8-column blocks of the
+    warp's 16 rows (its registers are exactly the stmatrix fragments, :func:`.wgmma.acc_coord`).
+    ``packed4``: local uint32[4] scratch; ``dtype``: "bfloat16" or "float16".
+    """
+    cvt = getattr(T.ptx.cvt.rn, _CVT[dtype]).f32
+    t = T.cuda.thread_in_warpgroup()
+    m = (t % 32) // 8  # the 8x8 matrix this lane addresses: (row half, block) = (m % 2, m // 2)
+    row = 16 * (t // 32) + 8 * (m % 2) + t % 8
+    for q in T.unroll(4):
+        for i in T.unroll(4):
+            cvt(packed4[i], acc[4 * (8 * chunk + 2 * q + i // 2) + 2 * (i % 2) + 1],
+                acc[4 * (8 * chunk + 2 * q + i // 2) + 2 * (i % 2)])
+        T.ptx.stmatrix.sync.aligned.m8n8.x4.shared.b16(
+            buf_addr + T.cast(row * 128 + T.bitwise_xor(2 * q + m // 2, row % 8) * 16,
+                              "uint32"),
+            packed4[0], packed4[1], packed4[2], packed4[3])
 
 
 # --------------------------------------------------------------------------- mbarrier ring

@@ -78,7 +78,8 @@ BENCH_CONFIGS = [
 _DTYPES = {"bf16": ("bfloat16", torch.bfloat16), "fp16": ("float16", torch.float16)}
 _BM, _BK = 128, 64  # two consumer warpgroups x 64 rows; one 128-byte swizzle atom of K
 _SMEM_BUDGET = 227 * 1024 - 2048  # opt-in dynamic smem minus barriers and slack
-_PRODUCER_REGS, _CONSUMER_REGS = 40, 232  # 128*40 + 256*232 <= 64K registers per SM
+_PRODUCER_REGS, _CONSUMER_REGS = 40, 232
+_EPI_BYTES = 64 * 64 * 2  # one 64 x 64 staging tile of the TMA epilogue  # 128*40 + 256*232 <= 64K registers per SM
 
 
 @functools.cache
@@ -113,13 +114,15 @@ def _pick_bn(M, N, num_sms):
 
 @functools.cache
 def make_gemm(M, N, K, dtype="bf16", bn=None, stages=None, group_m=8, num_sms=None,
-              inflight=1, cluster_m=1):
+              inflight=1, cluster_m=1, epilogue="tma"):
     """The PrimFunc for one static shape; ``bn``/``stages``/``num_sms`` default from the device.
 
     ``inflight``: wgmma K-block groups left in flight when a consumer frees a ring slot (it
     frees the slot of K-block ``kt - inflight``; 0 waits for each K-block's wgmmas).
     ``cluster_m=2``: CTA pairs along M share each B tile: each loads half of it and
     multicasts it to both (halves the B traffic from L2).
+    ``epilogue``: "tma" stages each 64-column chunk in shared memory (stmatrix) and stores it
+    with an asynchronous TMA store; "direct" stores column pairs from registers.
     """
     _check_domain(M, N, K, dtype)
     num_sms = num_sms or _num_sms()
@@ -127,10 +130,16 @@ def make_gemm(M, N, K, dtype="bf16", bn=None, stages=None, group_m=8, num_sms=No
     tdt = _DTYPES[dtype][0]
     BM, BK, BN = _BM, _BK, bn
     a_bytes, b_bytes = BM * BK * 2, BN * BK * 2
-    stages = stages or min(8, _SMEM_BUDGET // (a_bytes + b_bytes))
+    if epilogue not in ("tma", "direct"):
+        raise ValueError(f"fp16_bf16_gemm: epilogue must be 'tma' or 'direct', got {epilogue!r}")
+    # TMA epilogue: 2 consumer warpgroups x 2 staging buffers of 64 x 64 (8 KiB)
+    staging = 4 * _EPI_BYTES if epilogue == "tma" else 0
+    stages = stages or min(8, (_SMEM_BUDGET - staging) // (a_bytes + b_bytes))
     if not 0 <= inflight < stages or cluster_m not in (1, 2):
         raise ValueError("fp16_bf16_gemm: need 0 <= inflight < stages and cluster_m in (1, 2)")
-    smem = stages * (a_bytes + b_bytes)
+    ring_bytes = stages * (a_bytes + b_bytes)
+    smem = ring_bytes + staging
+    chunks = BN // 64
     num_m, num_n = num_tiles(M, N, BM, BN)
     # a lone M tile loads only the rows that exist (an out-of-bounds TMA fill is slow);
     # rows past them read stale shared memory, which only reaches clipped output rows
@@ -206,6 +215,7 @@ def make_gemm(M, N, K, dtype="bf16", bn=None, stages=None, group_m=8, num_sms=No
             T.ptx.setmaxnreg.inc.sync.aligned.u32(_CONSUMER_REGS)
             acc = T.alloc_local((BN // 2,), "float32")
             packed = T.local_scalar("uint32")
+            packed4 = T.alloc_local((4,), "uint32")
             lane = tid % 32
             base = dsl.smem_addr(arena)
             a_wg = T.uint32((wg - 1) * 64 * BK * 2)  # this warpgroup's 64 rows of A
@@ -231,10 +241,46 @@ def make_gemm(M, N, K, dtype="bf16", bn=None, stages=None, group_m=8, num_sms=No
                 if T.constexpr(inflight > 0):
                     dsl.wgmma_wait(0)
                     _release_last(ring, min(inflight, ktiles), stages, lane, rank, cluster_m)
-                dsl.store_acc(acc, C, tm * BM + (wg - 1) * 64, tn * BN, BN, M, N,
-                              check_rows, check_cols, packed)
+                if T.constexpr(epilogue == "tma"):
+                    _store_tma(acc, C, arena, base, ring_bytes + (wg - 1) * 2 * _EPI_BYTES,
+                               tm * BM + (wg - 1) * 64, tn * BN, chunks, wg, packed4, tdt)
+                else:
+                    dsl.store_acc(acc, C, tm * BM + (wg - 1) * 64, tn * BN, BN, M, N,
+                                  check_rows, check_cols, packed)
+            if T.constexpr(epilogue == "tma"):
+                if T.cuda.thread_in_warpgroup() == 0:
+                    dsl.bulk_wait(0)  # staging smem must outlive the stores that read it
 
     return gemm
+
+
+def _store_tma(acc, C, arena, base, off, row0, col0, chunks, wg, packed4, tdt):
+    """TMA epilogue of one warpgroup (Python-unrolled over 64-column chunks, two staging
+    buffers): wait until the buffer's previous store has read it, stmatrix the chunk, make it
+    visible to the async proxy, one thread issues the TMA store (clipped at M and N)."""
+    for j in range(chunks):
+        buf = off + (j % 2) * _EPI_BYTES
+        # stores still reading: with an even chunk count the other buffer's may stay in flight
+        _epi_acquire(wg, 1 if chunks % 2 == 0 else 0)
+        dsl.stmatrix_acc_chunk(acc, base + T.uint32(buf), j, packed4, tdt)
+        _epi_issue(C, dsl.smem_view(arena, buf, (64, 64), tdt, Swizzle.B128), row0,
+                   col0 + 64 * j, wg)
+
+
+@T.inline
+def _epi_acquire(wg, pending):
+    if T.cuda.thread_in_warpgroup() == 0:
+        dsl.bulk_wait_read(pending)
+    T.cuda.warpgroup_sync(wg)  # named barrier wg (1, 2) over the warpgroup's 128 threads
+
+
+@T.inline
+def _epi_issue(C, view, row, col, wg):
+    T.ptx.fence.proxy.async_.shared__cta()  # generic-proxy smem writes -> TMA reads
+    T.cuda.warpgroup_sync(wg)
+    if T.cuda.thread_in_warpgroup() == 0:
+        dsl.tma_store_box(C, view, (row, col), Swizzle.B128)
+        dsl.bulk_commit()
 
 
 def _release_last(ring, count, stages, lane, rank, cluster_m):
