@@ -78,8 +78,8 @@ BENCH_CONFIGS = [
 _DTYPES = {"bf16": ("bfloat16", torch.bfloat16), "fp16": ("float16", torch.float16)}
 _BM, _BK = 128, 64  # two consumer warpgroups x 64 rows; one 128-byte swizzle atom of K
 _SMEM_BUDGET = 227 * 1024 - 2048  # opt-in dynamic smem minus barriers and slack
-_PRODUCER_REGS, _CONSUMER_REGS = 40, 232
-_EPI_BYTES = 64 * 64 * 2  # one 64 x 64 staging tile of the TMA epilogue  # 128*40 + 256*232 <= 64K registers per SM
+_PRODUCER_REGS, _CONSUMER_REGS = 40, 232  # 128*40 + 256*232 <= 64K registers per SM
+_EPI_BYTES = 64 * 64 * 2  # one 64 x 64 staging tile of the TMA epilogue
 
 
 @functools.cache
