@@ -40,3 +40,13 @@ def test_module_contract(kernel):
 def test_config_compiles_to_cubin(kernel_name, label):
     result = run_config(Request(kernel_name, label, "test"), timeout=600)
     assert result.status == PASS, result.detail
+
+
+def test_suite_import_gate_passes():
+    """`tirx-suite --check-imports`: every kernel of the default sweep imports (CI gate)."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "tirx_kernels.core.suite", "--check-imports"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
