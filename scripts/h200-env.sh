@@ -6,8 +6,8 @@
 # installs every distribution of this checkout offline; the packed site carries hatchling.
 # (The image's python is the only one there: the install goes into its site-packages.)
 source .device/activate.sh || return 1
-editables=(-e core)
-for dist in packages/*/; do editables+=(-e "$dist"); done
-PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --no-deps --no-build-isolation --no-index "${editables[@]}" \
+# plain (not editable) installs: an editable hatchling build would also need `editables`
+PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --no-deps --no-build-isolation --no-index \
+  core packages/*/ \
   || { echo "h200-env: install failed" >&2; return 1; }
 export PATH="$HOME/.local/bin:$PATH"
