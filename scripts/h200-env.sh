@@ -8,6 +8,6 @@
 source .device/activate.sh || return 1
 # plain (not editable) installs: an editable hatchling build would also need `editables`
 PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --no-deps --no-build-isolation --no-index \
-  core packages/*/ \
+  ./core ./packages/*/ \
   || { echo "h200-env: install failed" >&2; return 1; }
 export PATH="$HOME/.local/bin:$PATH"
