@@ -47,6 +47,21 @@ def test_gemm_tail_shape_cubin():
     assert "setmaxnreg.dec.sync.aligned.u32 40" in src
     assert "setmaxnreg.inc.sync.aligned.u32 232" in src
     assert "wgmma.wait_group.sync.aligned 1" in src
+    # TMA-store epilogue: stmatrix into swizzled staging, bulk tensor store, bulk groups
+    assert "stmatrix.sync.aligned.m8n8.x4.shared.b16" in src
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in src
+    assert "cp.async.bulk.wait_group.read" in src
+    assert len(toolchain.compile_cubin(func)) > 0
+
+
+@needs_nvcc
+def test_gemm_cluster_multicast_cubin():
+    """The cluster_m=2 variant: multicast TMA, remote mbarrier arrive, cluster barrier."""
+    gemm = pytest.importorskip("tirx_kernels.basic.gemm")
+    func = gemm.make_gemm(1000, 1000, 1000, "fp16", cluster_m=2)
+    src = toolchain.cuda_source(toolchain.compile(func))
+    assert ".multicast::cluster" in src and "mapa.shared::cluster.u32" in src
+    assert "mbarrier.arrive.shared::cluster.b64" in src and "barrier.cluster.wait" in src
     assert len(toolchain.compile_cubin(func)) > 0
 
 

@@ -18,13 +18,19 @@ out-of-bounds loads and the epilogue clips stores.
 Schedule (warp-specialized, persistent; building blocks in ``tirx_kernels.core.sm90``):
 384 threads = 3 warpgroups. Warpgroup 0 is the producer (``setmaxnreg`` down to 40): one
 thread issues 2 TMA loads per K-block (A 128x64 and B BNx64, 128B swizzle) into a
-``stages``-deep mbarrier ring. Warpgroups 1 and 2 are consumers (``setmaxnreg`` up to 232):
-each computes 64 rows x BN of the 128 x BN output tile with ``wgmma m64nBNk16`` (4 per
-K-block) into BN/2 fp32 registers, keeps one wgmma group in flight and frees a ring slot as
-soon as the wgmma reading it completes. The epilogue converts in registers and stores
-column pairs straight to global memory while the producer already loads the next tile.
-CTAs (one per SM) walk the tiles in grouped order (``group_m`` M-tiles per group) for L2
-reuse. BN is 256 when that gives every SM a tile, else 128 or 64 (skinny M).
+``stages``-deep full/empty mbarrier ring. Warpgroups 1 and 2 are consumers (``setmaxnreg``
+up to 232): each computes 64 rows x BN of the 128 x BN output tile with ``wgmma m64nBNk16``
+(4 per K-block) into BN/2 fp32 registers, keeps one wgmma group in flight and frees a ring
+slot as soon as the wgmma reading it completes. Epilogue: per 64-column chunk, the
+accumulators are converted and written with ``stmatrix`` into one of two 128B-swizzled
+64x64 staging tiles per warpgroup, and one thread issues an asynchronous TMA store (clipped
+at M and N), so the consumers start the next tile's wgmmas while the stores drain; the
+producer meanwhile has already loaded the next tile's first K-blocks. CTAs (one per SM) walk
+the tiles in grouped order (``group_m`` M-tiles per group) for L2 reuse. BN is 256 when that
+gives every SM a tile, else 128 or 64 (skinny M); a lone M tile loads only its M rows.
+Variants (``make_gemm`` keywords, benchmarked in development): ``epilogue="direct"``
+(32-bit stores from registers), ``cluster_m=2`` (B multicast across a CTA pair),
+``inflight``, ``bn``, ``stages``, ``group_m``.
 """
 
 from __future__ import annotations
