@@ -1,5 +1,6 @@
 # This file is a TIRx port of code from FlashInfer
-# (https://github.com/flashinfer-ai/flashinfer @ fb28d7242b3506a2348265962041acc1fb56cca4), Copyright (c) 2024 by FlashInfer team.  # noqa: E501
+# (https://github.com/flashinfer-ai/flashinfer @ fb28d7242b3506a2348265962041acc1fb56cca4),
+# Copyright (c) 2024 by FlashInfer team.
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
 """Fused gated activation: ``out[t, :] = act(x[t, :d]) * x[t, d:]`` (``act_and_mul``).
