@@ -60,12 +60,10 @@ def run_ring(stages, consumers, items, seed, producer_parity_flip=1, release_lag
     return reads
 
 
-@pytest.mark.parametrize("stages", [1, 2, 4, 7])
+@pytest.mark.parametrize("stages, release_lag",
+                         [(1, 0), (2, 0), (2, 1), (4, 0), (4, 1), (4, 3), (7, 1)])
 @pytest.mark.parametrize("consumers", [1, 2, 8])
-@pytest.mark.parametrize("release_lag", [0, 1])
 def test_ring_delivers_in_order(stages, consumers, release_lag):
-    if release_lag >= stages:
-        pytest.skip("holding a slot needs a second one")
     for seed in range(5):
         reads = run_ring(stages, consumers, items=3 * stages + 5, seed=seed,
                          release_lag=release_lag)
