@@ -245,6 +245,7 @@ def _bench_row(r: Result) -> dict:
     if r.bench:
         impls = r.bench.get("impls", {})
         row.update(impls_us=impls, errors=r.bench.get("errors", {}),
+                   skipped=r.bench.get("skipped", {}),
                    timer=r.bench.get("timer"), ratio=ratio(impls),
                    round_samples=r.bench.get("round_samples", {}))
     if r.detail:
@@ -261,6 +262,8 @@ def _format_bench_row(row: dict) -> str:
         lines.append(f"  {name:<24} {us:10.2f} us")
     for name, err in row["errors"].items():
         lines.append(f"  {name:<24} BASELINE_ERROR: {err}")
+    for name, why in row["skipped"].items():
+        lines.append(f"  {name:<24} SKIP: {why}")
     r = row["ratio"]
     lines.append(f"  ratio fastest-reference/ours: {'n/a' if r is None else f'{r:.3f}'}")
     return "\n".join(lines)

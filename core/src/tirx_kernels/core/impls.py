@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import re
+import unittest
+from collections.abc import Callable
 
 _OURS = re.compile(r"^(tirx|tir)(_\w+)?$")
 
@@ -26,3 +28,25 @@ def ratio(impls: dict[str, float]) -> float | None:
     if not ours or not refs:
         return None
     return min(refs.values()) / min(ours.values())
+
+
+def guard_references(references: dict[str, Callable]) -> tuple[dict[str, Callable], dict]:
+    """Wrap reference builders so a missing optional package skips that reference.
+
+    A builder raising ``unittest.SkipTest`` or ``ImportError`` returns None instead (the
+    timer leaves such a reference untimed) and its reason lands in the returned ``skipped``
+    dict, filled as the builders run. Other failures propagate (BASELINE_ERROR).
+    """
+    skipped: dict[str, str] = {}
+
+    def guarded(name, builder):
+        def build():
+            try:
+                return builder()
+            except (unittest.SkipTest, ImportError) as e:
+                skipped[name] = f"{type(e).__name__}: {e}"
+                return None
+
+        return build
+
+    return {name: guarded(name, b) for name, b in references.items()}, skipped

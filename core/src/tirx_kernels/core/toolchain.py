@@ -19,6 +19,8 @@ import tvm_tirx
 from tvm_tirx.script import tirx as T  # noqa: F401  (re-exported DSL)
 from tvm_tirx.target import Target
 
+from .impls import guard_references
+
 __all__ = [
     "T",
     "bench",
@@ -102,12 +104,16 @@ def bench(
     """``tvm_tirx.testing.bench.bench``, imported lazily (it needs torch and triton).
 
     Results are in microseconds: ``{"impls", "round_samples", "errors", "timer", ...}``.
+    A reference builder that raises ``unittest.SkipTest`` or ``ImportError`` (its optional
+    package is not installed) is not timed and lands in ``result["skipped"]`` with the
+    reason; any other builder failure stays a BASELINE_ERROR in ``result["errors"]``.
     """
     from tvm_tirx.testing.bench import bench as _bench
 
-    return _bench(
+    guarded, skipped = guard_references(references or {})
+    result = _bench(
         funcs,
-        references=references,
+        references=guarded or None,
         warmup=warmup,
         repeat=repeat,
         timer=timer,
@@ -115,3 +121,6 @@ def bench(
         cooldown_s=cooldown_s,
         **kwargs,
     )
+    if skipped:
+        result["skipped"] = skipped
+    return result

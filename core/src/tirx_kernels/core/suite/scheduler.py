@@ -85,7 +85,10 @@ def judge(result: Result, interference: list[str]) -> tuple[str, str]:
                                              for k, v in errors.items())
         if not any(is_ours(k) for k in impls):
             return FAIL, f"bench result has no implementation of ours (tirx*): {sorted(impls)}"
-        return PASS, result.detail
+        notes = [result.detail] if result.detail else []
+        notes += [f"reference {k!r} skipped: {v}"  # optional package not installed
+                  for k, v in (bench.get("skipped") or {}).items()]
+        return PASS, "; ".join(notes)
     if result.status == CHILD_ERROR:
         return FAIL, f"error: {result.detail}"
     if result.status in (SKIP, FAIL, TIMEOUT):
