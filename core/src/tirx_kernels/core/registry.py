@@ -13,7 +13,14 @@ from types import ModuleType
 import pluggy
 
 from .meta import MetaError, read_module_info, validate_configs, validate_meta
-from .plugins import BrokenFamily, LoadedFamily, PluginError, call_for, load_families
+from .plugins import (
+    BrokenFamily,
+    LoadedFamily,
+    PluginError,
+    call_for,
+    load_families,
+    strict_from_env,
+)
 
 
 class RegistryError(RuntimeError):
@@ -107,7 +114,7 @@ class Registry:
             try:
                 kernels = _family_kernels(fam)
             except (MetaError, PluginError, ImportError, TypeError, ValueError) as e:
-                if strict if strict is not None else _strict_env():
+                if strict_from_env() if strict is None else strict:
                     raise PluginError(
                         f"family {fam.family.name!r} from {fam.distribution} failed to "
                         f"validate: {e}"
@@ -165,12 +172,6 @@ class Registry:
                      register=found.append)
             files.extend((fam.family.name, Path(p)) for p in found)
         return files
-
-
-def _strict_env() -> bool:
-    from .plugins import strict_from_env
-
-    return strict_from_env()
 
 
 def _family_kernels(fam: LoadedFamily) -> list[Kernel]:
