@@ -168,4 +168,3 @@ def comparison_section(c: dict) -> str:
         lines += ["", "Baseline rows this run did not measure: "
                   + ", ".join(f"{k} {cfg}" for k, cfg in c["missing"]) + "."]
     return "\n".join(lines)
-
