@@ -50,3 +50,22 @@ def test_suite_import_gate_passes():
     p = subprocess.run([sys.executable, "-m", "tirx_kernels.core.suite", "--check-imports"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("fam", REGISTRY.families, ids=lambda f: f.family.name)
+def test_family_imports_only_core(fam):
+    """A family importing another family would leak code across a license boundary."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    own = fam.family.package
+    root = Path(importlib.util.find_spec(own).origin).parent
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            for name in names:
+                if name.startswith("tirx_kernels."):
+                    assert name.startswith((own, "tirx_kernels.core")), \
+                        f"{path} imports {name}: a family imports only core and itself"
