@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REQUIRED_META = {"name": str, "category": str, "compute_capability": int, "archs": list}
-OPTIONAL_META = {"description": str, "dtypes": list}
+OPTIONAL_META = {"description": str, "dtypes": list, "num_gpus": int}  # num_gpus: ranks, default 1
 _ARCH = re.compile(r"^sm_(\d+)(\d)a?$")
 _SAFE_BUILTINS = {
     "dict": dict, "list": list, "tuple": tuple, "range": range, "len": len, "zip": zip,
@@ -118,6 +118,12 @@ def validate_meta(meta: dict, *, where: str, category: str | None = None) -> Non
     for key, typ in OPTIONAL_META.items():
         if key in meta and not isinstance(meta[key], typ):
             raise MetaError(f"{where}: KERNEL_META[{key!r}] must be {typ.__name__}")
+    num_gpus = meta.get("num_gpus", 1)
+    if not isinstance(num_gpus, int) or isinstance(num_gpus, bool) or num_gpus < 1:
+        raise MetaError(
+            f"{where}: KERNEL_META['num_gpus'] must be an int >= 1 (the ranks one config "
+            f"runs on; omit it for a single-GPU kernel), got {num_gpus!r}"
+        )
     unknown = set(meta) - set(REQUIRED_META) - set(OPTIONAL_META)
     if unknown:
         raise MetaError(f"{where}: KERNEL_META has unknown keys {sorted(unknown)}")

@@ -6,6 +6,7 @@ A family ships one file per kernel::
 
     kernel: rmsnorm
     defaults: {num_gpus: 1}          # optional: timer, warmup, repeat, num_gpus
+                                     # (num_gpus defaults to KERNEL_META's, else 1)
     configs:
       - {config: bf16_t4113_h4096, default: true}
       - {config: bf16_t128_h4096, default: false, timer: event}
@@ -210,7 +211,9 @@ def _entry(where, item, defaults, kernels, kernel_name, problems, workloads_file
                 else f"`default` must be true or false, got {default!r}")
         problems.append(f"{where}: {what}; fix: add `default: true` (part of the default sweep) "
                         "or `default: false`")
-    merged = {**defaults, **_overrides(where, item, problems)}
+    # a multi-GPU kernel's KERNEL_META num_gpus is the default; the YAML may override it
+    meta = getattr(kernel, "meta", None) or {}
+    merged = {"num_gpus": meta.get("num_gpus", 1), **defaults, **_overrides(where, item, problems)}
     _timer_settings(where, merged, problems)
     if len(problems) > before:
         return None
