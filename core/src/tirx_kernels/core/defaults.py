@@ -6,6 +6,8 @@ test: with a GPU whose arch the kernel lists, ``module.run_test(**config)``; wit
 compile every PrimFunc of ``module.get_kernel(**config)`` to a cubin for each listed arch
 and report a compile pass with the launch skipped (what CI runs over every config).
 bench: ``module.run_bench(**config, **options)``; SKIP without a suitable GPU.
+A kernel with ``KERNEL_META["num_gpus"] = N > 1`` runs both on N rank processes
+(:mod:`.distributed`) when N such GPUs are visible; else test compiles and bench skips.
 """
 
 from __future__ import annotations
@@ -21,10 +23,18 @@ class CompileError(Exception):
 
 @hookimpl(trylast=True)
 def tirx_kernels_run_test(kernel, module, config):
-    from . import toolchain
+    from . import distributed, toolchain
 
     arch = toolchain.gpu_arch()
-    if arch in kernel.archs:
+    why = f"found {arch}" if arch else "no CUDA GPU"
+    ranks = distributed.num_gpus(kernel)
+    if ranks > 1:
+        found, _ = distributed.gpus_available(kernel.archs)
+        if found >= ranks:
+            distributed.launch(kernel.module, config, "test", ranks)
+            return {"launched": True, "detail": f"ran on {ranks} ranks"}
+        why = distributed.needs_message(ranks, kernel.archs, found)
+    elif arch in kernel.archs:
         module.run_test(**config)
         return {"launched": True}
     try:
@@ -33,7 +43,6 @@ def tirx_kernels_run_test(kernel, module, config):
         size = sum(len(toolchain.compile_cubin(f, a)) for a in kernel.archs for f in funcs)
     except Exception as e:
         raise CompileError(f"{type(e).__name__}: {e}") from e
-    why = f"found {arch}" if arch else "no CUDA GPU"
     return {
         "launched": False,
         "detail": f"compiled {len(funcs)} kernel(s) to {'/'.join(kernel.archs)} cubin "
@@ -43,11 +52,18 @@ def tirx_kernels_run_test(kernel, module, config):
 
 @hookimpl(trylast=True)
 def tirx_kernels_run_bench(kernel, module, config, options):
-    from . import toolchain
+    from . import distributed, toolchain
 
     arch = toolchain.gpu_arch()
-    if arch not in kernel.archs:
+    ranks = distributed.num_gpus(kernel)
+    if ranks > 1:
+        found, _ = distributed.gpus_available(kernel.archs)
+        if found < ranks:
+            raise unittest.SkipTest(distributed.needs_message(ranks, kernel.archs, found))
+    elif arch not in kernel.archs:
         raise unittest.SkipTest(f"needs a {'/'.join(kernel.archs)} GPU, found {arch}")
     if not hasattr(module, "run_bench"):
         raise unittest.SkipTest(f"{module.__name__} has no run_bench")
+    if ranks > 1:
+        return distributed.launch(kernel.module, config, "bench", ranks, options=options)
     return module.run_bench(**config, **options)

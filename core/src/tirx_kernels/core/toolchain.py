@@ -27,6 +27,7 @@ __all__ = [
     "compile",
     "compile_cubin",
     "cuda_source",
+    "distributed_context",
     "gpu_arch",
     "target",
     "tirx_version",
@@ -124,3 +125,18 @@ def bench(
     if skipped:
         result["skipped"] = skipped
     return result
+
+
+def distributed_context(*, rank: int, world_size: int, barrier: Callable[[], None],
+                        max_reduce: Callable[[float], float], stream: Any):
+    """A ``tvm_tirx.testing.bench.DistributedBenchContext`` for one rank (imported lazily).
+
+    Pass it as ``bench(..., distributed=ctx)``: the timer becomes kineto (fixed iteration
+    counts; warmup/repeat must stay None), ``prepare={name: fn}`` runs outside the measured
+    span, and launches that use other streams must make ``stream`` wait for them.
+    ``tirx_kernels.core.distributed.bench_context()`` builds one from torch.distributed.
+    """
+    from tvm_tirx.testing.bench import DistributedBenchContext
+
+    return DistributedBenchContext(rank=rank, world_size=world_size, barrier=barrier,
+                                   max_reduce=max_reduce, stream=stream)
