@@ -1,0 +1,181 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""All-gather + GEMM on ``world`` GPUs: ``C[M, N] = all_gather(A_local) @ B[N, K]^T``.
+
+Every rank holds its own ``A_local[m_local, K]`` and the same full ``B[N, K]`` (bf16 or
+fp16). NCCL all-gathers the A shards in rank order into a pre-allocated ``A[M, K]``
+(``M = world * m_local``) with ``torch.distributed.all_gather_into_tensor``, then our sm_90a
+TIRx GEMM (``tirx_kernels.basic.gemm``: TMA + wgmma, fp32 accumulation, one rounding)
+computes the full ``C`` on every rank. Numerics are the GEMM's; the gather is an exact copy.
+
+Process group: ``KERNEL_META["num_gpus"]`` ranks, one GPU each, NCCL, set up by the harness
+(``tirx_kernels.core.distributed``); the config's ``world`` must equal the group's size.
+Rank r's A shard is seeded with ``seed * 1009 + 1 + r``, B with ``seed`` on every rank.
+The gather buffer is a plain torch allocation (NCCL user-buffer registration through
+torch's private ``ProcessGroup._get_backend(...).register_mem_pool`` is not used).
+
+Dispatch domain: the GEMM's for ``(world * m_local, N, K)``: K % 8 == 0, N % 8 == 0.
+
+Timing (``run_bench``): the distributed kineto timer (``tvm_tirx.testing.bench`` with a
+``DistributedBenchContext``): the span from the gather's first GPU activity to the GEMM's
+last, max over ranks, per sample. The NCCL gather runs on NCCL's stream; a blocking
+collective makes the current (timing) stream wait for it, and the GEMM is launched on that
+stream. Nothing needs resetting between launches (each overwrites its outputs), so no
+``prepare`` callbacks. Reference "torch": the same NCCL gather + ``torch.matmul`` (cuBLAS).
+"""
+
+from __future__ import annotations
+
+import functools
+import unittest
+
+import torch
+
+from tirx_kernels.basic import gemm
+from tirx_kernels.core import toolchain
+
+KERNEL_META = {
+    "name": "allgather_gemm",
+    "category": "basic",
+    "compute_capability": 9,
+    "archs": ["sm_90a"],
+    "description": "C = all_gather(A_local) @ B^T over NCCL on 2 GPUs, then the TIRx GEMM",
+    "dtypes": ["bf16", "fp16"],
+    "num_gpus": 2,
+}
+
+CONFIGS = [
+    {"label": "bf16_w2_ml1024_n4096_k4096", "dtype": "bf16", "world": 2, "m_local": 1024,
+     "N": 4096, "K": 4096},
+    {"label": "fp16_w2_ml1024_n4096_k4096", "dtype": "fp16", "world": 2, "m_local": 1024,
+     "N": 4096, "K": 4096},
+    {"label": "bf16_w2_ml333_n520_k264", "dtype": "bf16", "world": 2, "m_local": 333,
+     "N": 520, "K": 264},
+]
+
+BENCH_CONFIGS = [
+    {"label": f"bf16_w2_ml{m}_n{s}_k{s}", "dtype": "bf16", "world": 2, "m_local": m,
+     "N": s, "K": s}
+    for m in [1024, 4096]
+    for s in [4096, 8192]
+]
+
+
+def get_kernel(m_local, N, K, dtype="bf16", world=2, **_):
+    """The GEMM PrimFunc over the gathered rows (what CPU CI compiles)."""
+    return gemm.make_gemm(world * m_local, N, K, dtype)
+
+
+@functools.cache
+def _compiled(M, N, K, dtype):
+    return toolchain.compile(gemm.make_gemm(M, N, K, dtype))
+
+
+def _check_group(world):
+    """The process-group assumptions, explicit: NCCL, ``world`` ranks, an sm_90a GPU."""
+    import torch.distributed as dist
+
+    if toolchain.gpu_arch() not in KERNEL_META["archs"]:
+        raise unittest.SkipTest(f"needs {world} {KERNEL_META['archs']} GPUs")
+    if not dist.is_initialized():
+        raise unittest.SkipTest("needs a torch.distributed process group (run through tirx-run)")
+    if dist.get_world_size() != world:
+        raise ValueError(f"allgather_gemm: config is for world={world}, the process group has "
+                         f"{dist.get_world_size()} ranks")
+    return dist.get_rank()
+
+
+def _a_local(rank, m_local, K, tdtype, seed):
+    gen = torch.Generator(device="cuda").manual_seed(seed * 1009 + 1 + rank)
+    return torch.randn(m_local, K, device="cuda", generator=gen).to(tdtype)
+
+
+def prepare_data(m_local, N, K, dtype="bf16", world=2, rank=0, seed=0):
+    """Rank-local tensors: (A_local, B, gather buffer A, C pre-filled with NaN)."""
+    tdtype = gemm._DTYPES[dtype][1]
+    a_local = _a_local(rank, m_local, K, tdtype, seed)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    b = torch.randn(N, K, device="cuda", generator=gen).to(tdtype)
+    a = torch.empty(world * m_local, K, device="cuda", dtype=tdtype)
+    c = torch.full((world * m_local, N), float("nan"), device="cuda", dtype=tdtype)
+    return a_local, b, a, c
+
+
+def _launch(ex, a_local, b, a, c):
+    import torch.distributed as dist
+
+    dist.all_gather_into_tensor(a, a_local)  # blocking: the current stream waits for NCCL
+    ex(a, b, c)
+
+
+def reference(a_local, b, world):
+    """torch.distributed all-gather (its own buffer) and an fp32 matmul."""
+    import torch.distributed as dist
+
+    a = torch.empty(world * a_local.shape[0], a_local.shape[1], device="cuda",
+                    dtype=a_local.dtype)
+    dist.all_gather_into_tensor(a, a_local)
+    return a, a.float() @ b.float().t()
+
+
+def run_test(m_local, N, K, dtype="bf16", world=2):
+    rank = _check_group(world)
+    M = world * m_local
+    ex = _compiled(M, N, K, dtype)
+    a_local, b, a, c = prepare_data(m_local, N, K, dtype, world, rank)
+    _launch(ex, a_local, b, a, c)
+    ref_a, ref = reference(a_local, b, world)
+    torch.cuda.synchronize()
+    # the gather itself, against shards regenerated from their seeds (no communication)
+    expect_a = torch.cat([_a_local(r, m_local, K, a.dtype, 0) for r in range(world)])
+    for name, got in (("our gather buffer", a), ("torch all_gather", ref_a)):
+        if not torch.equal(got, expect_a):
+            rows = (got != expect_a).any(dim=1).nonzero().flatten()
+            raise AssertionError(f"allgather_gemm rank {rank}: {name} differs from the rank "
+                                 f"shards at {rows.numel()} rows, first row {int(rows[0])}")
+    err = (c.float() - ref).abs()
+    nan = int(torch.isnan(c).sum().item())
+    worst = err.nan_to_num(float("inf")).max().item()
+    tol = gemm.tolerance(K, dtype)
+    if nan or worst > tol:
+        idx = int(err.nan_to_num(float("inf")).argmax())
+        raise AssertionError(
+            f"allgather_gemm rank {rank} {dtype} world={world} m_local={m_local} N={N} K={K}: "
+            f"max abs error {worst:.4g} > {tol:.4g} at (row {idx // N}, col {idx % N}); "
+            f"{nan} NaN outputs")
+    return {"rank": rank, "max_abs_err": worst, "tol": tol}
+
+
+def run_bench(m_local, N, K, dtype="bf16", world=2, *, warmup=None, repeat=None, timer=None,
+              rounds=1, cooldown_s=1.0):
+    from tirx_kernels.core import distributed
+
+    rank = _check_group(world)
+    ex = _compiled(world * m_local, N, K, dtype)
+    a_local, b, a, c = prepare_data(m_local, N, K, dtype, world, rank)
+    ctx = distributed.bench_context()  # timing stream: the current stream, ours launch on it
+
+    def tirx():
+        _launch(ex, a_local, b, a, c)
+
+    def build_torch():
+        import torch.distributed as dist
+
+        a_ref, c_ref, bt = torch.empty_like(a), torch.empty_like(c), b.t()
+
+        def launch():
+            dist.all_gather_into_tensor(a_ref, a_local)
+            torch.matmul(a_ref, bt, out=c_ref)
+
+        return launch
+
+    return toolchain.bench(
+        {"tirx": tirx},
+        references={"torch": build_torch},
+        warmup=warmup,
+        repeat=repeat,
+        timer=timer,
+        rounds=rounds,
+        cooldown_s=cooldown_s,
+        distributed=ctx,
+    )
