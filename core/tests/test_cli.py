@@ -109,3 +109,39 @@ def test_bench_options_reach_run_bench(fake_site):
     p = tirx_run("bench", "--kernel", "alpha_kern", "--json")
     [row] = json.loads(p.stdout)["results"]
     assert row["status"] == "SKIP" and "needs a sm_90a GPU" in row["detail"]
+
+
+def test_sigterm_kills_children_and_keeps_finished_results(modes_family):
+    import os
+    import signal
+    import time
+
+    args = ["test", "--kernel", "alpha_kern", "--config", "pass", "--config", "hang",
+            "--json", "-j", "2"]
+    p = subprocess.Popen([sys.executable, "-m", "tirx_kernels.core.cli", *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    hangs = []
+    while time.monotonic() < deadline:  # wait until only the hanging child is left
+        time.sleep(0.5)
+        hangs = subprocess.run(["pgrep", "-P", str(p.pid)],  # our children only
+                               capture_output=True, text=True).stdout.split()
+        if len(hangs) == 1:
+            break
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err
+    data = json.loads(out)
+    assert data["interrupted"] is True
+    assert [r["label"] for r in data["results"]] == ["pass"]
+    for pid in hangs:  # the hanging child went down with the run
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            continue
+        raise AssertionError(f"child {pid} survived SIGTERM of tirx-run")
+
+
+def test_timeout_must_be_positive(modes_family):
+    p = tirx_run("test", "--kernel", "alpha_kern", "--timeout", "0")
+    assert p.returncode == 2 and "--timeout must be > 0" in p.stderr

@@ -104,3 +104,12 @@ def test_suite_configs_are_attributed_to_their_family(fake_site):
     fake_site.family("beta")
     files = Registry.load().suite_files()
     assert [(fam, p.name) for fam, p in files] == [("alpha", "alpha_kern.yaml")]
+
+
+def test_kernel_file_with_a_syntax_error_breaks_only_its_family(fake_site):
+    fake_site.family("alpha")
+    fake_site.family("beta", {"kern": kernel_source("beta_kern", "beta") + "def f(:\n"})
+    reg = Registry.load()
+    assert list(reg.kernels) == ["alpha_kern"]
+    [b] = reg.broken
+    assert b.name == "beta" and "SyntaxError" in b.error

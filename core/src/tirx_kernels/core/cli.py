@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -66,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # `timeout`, CI cancel: as Ctrl-C
     try:
         registry = Registry.load(strict=args.strict)
         return COMMANDS[args.command](registry, args)
@@ -78,6 +80,12 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("tirx-run: interrupted", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _warn_broken(registry: Registry) -> None:
@@ -134,6 +142,8 @@ def cmd_plugins(registry: Registry, args) -> int:
 def _requests(registry: Registry, args, action: str) -> list[Request]:
     if args.configs and not args.kernel:
         raise UsageError("--config needs --kernel (labels belong to one kernel)")
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be > 0 seconds")
     kernels = registry.select(kernel=args.kernel, family=getattr(args, "family", None))
     bench = action == "bench"
     options = {}
@@ -155,8 +165,12 @@ def _requests(registry: Registry, args, action: str) -> list[Request]:
     return requests
 
 
-def _run_all(requests: list[Request], args, jobs: int = 1) -> list[Result]:
-    """Run requests in child processes, ``jobs`` at a time, reporting progress on stderr."""
+def _run_all(requests: list[Request], args, jobs: int = 1) -> tuple[list[Result], bool]:
+    """Run requests in child processes, ``jobs`` at a time, reporting progress on stderr.
+
+    Returns the finished results in request order and whether the run was interrupted
+    (Ctrl-C or SIGTERM: running children are killed, finished results are kept).
+    """
     total, done, pending = len(requests), [], list(enumerate(requests))
     running: list[tuple[int, ChildRun]] = []
     started = time.monotonic()
@@ -184,8 +198,10 @@ def _run_all(requests: list[Request], args, jobs: int = 1) -> list[Result]:
     except KeyboardInterrupt:
         for _, child in running:
             child.kill()
-        raise
-    return [r for _, r in sorted(done, key=lambda x: x[0])]
+        print(f"tirx-run: interrupted after {len(done)}/{total} config(s); killed "
+              f"{len(running)} running", file=sys.stderr)
+        return [r for _, r in sorted(done, key=lambda x: x[0])], True
+    return [r for _, r in sorted(done, key=lambda x: x[0])], False
 
 
 def _progress(r: Result, n: int, total: int, elapsed: float) -> None:
@@ -208,16 +224,22 @@ def cmd_test(registry: Registry, args) -> int:
     _warn_broken(registry)
     if args.jobs < 1:
         raise UsageError("--jobs must be >= 1")
-    results = _run_all(_requests(registry, args, "test"), args, jobs=args.jobs)
+    results, interrupted = _run_all(_requests(registry, args, "test"), args, jobs=args.jobs)
     summary = _summary(results)
     if args.json:
-        print(json.dumps({"results": [r.to_json() for r in results], "summary": summary},
-                         indent=2))
+        print(json.dumps({"results": [r.to_json() for r in results], "summary": summary,
+                          "interrupted": interrupted}, indent=2))
     else:
         for r in results:
             if r.status in FAILED:
                 print(f"--- {r.status} {r.kernel} {r.label}\n{r.detail}\n")
         print(_summary_line(summary))
+    return _exit_code(results, interrupted)
+
+
+def _exit_code(results: list[Result], interrupted: bool) -> int:
+    if interrupted:
+        return 130
     return 1 if any(r.status in FAILED for r in results) else 0
 
 
@@ -229,15 +251,16 @@ def _summary_line(s: dict) -> str:
 
 def cmd_bench(registry: Registry, args) -> int:
     _warn_broken(registry)
-    results = _run_all(_requests(registry, args, "bench"), args)
+    results, interrupted = _run_all(_requests(registry, args, "bench"), args)
     rows = [_bench_row(r) for r in results]
     if args.json:
-        print(json.dumps({"results": rows, "summary": _summary(results)}, indent=2))
+        print(json.dumps({"results": rows, "summary": _summary(results),
+                          "interrupted": interrupted}, indent=2))
     else:
         for row in rows:
             print(_format_bench_row(row))
         print(_summary_line(_summary(results)))
-    return 1 if any(r.status in FAILED for r in results) else 0
+    return _exit_code(results, interrupted)
 
 
 def _bench_row(r: Result) -> dict:

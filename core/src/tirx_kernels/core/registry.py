@@ -113,7 +113,7 @@ class Registry:
         for fam in families:
             try:
                 kernels = _family_kernels(fam)
-            except (MetaError, PluginError, ImportError, TypeError, ValueError) as e:
+            except Exception as e:  # isolation: e.g. a SyntaxError in one kernel file
                 if strict_from_env() if strict is None else strict:
                     raise PluginError(
                         f"family {fam.family.name!r} from {fam.distribution} failed to "

@@ -107,7 +107,7 @@ class ChildRun:
         return self._finish(TIMEOUT, f"no result after {timeout:g} s; killed")
 
     def collect(self) -> Result:
-        if self.result_path.exists():
+        if self.result_path.exists():  # written atomically by the worker
             data = json.loads(self.result_path.read_text())
             return self._finish(data.pop("status"), data.pop("detail", ""), **data)
         code = self.proc.returncode

@@ -9,6 +9,7 @@ PASS, FAIL (AssertionError, or a compile error), SKIP (unittest.SkipTest) or ERR
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 import unittest
@@ -57,7 +58,10 @@ def main(argv=None) -> int:
         traceback.print_exc()
         result = {"status": ERROR, "detail": f"{type(e).__name__}: {e}"}
     sys.stdout.flush()
-    result_path.write_text(json.dumps(result, default=str))
+    # atomic: a child killed mid-write leaves no result (a crash), never a torn one
+    partial = result_path.with_suffix(".partial")
+    partial.write_text(json.dumps(result, default=str))
+    os.replace(partial, result_path)
     return 0
 
 
