@@ -137,3 +137,12 @@ def test_pre_commit_hooks_are_local_and_install_from_pypi():
             "check-yaml", "check-toml"} <= ids
     audit_hook = next(h for h in hooks if h["id"] == "tirx-license-audit")
     assert "license.cli" in audit_hook["entry"] and audit_hook["pass_filenames"] is False
+
+
+def test_audit_refuses_a_missing_root(tmp_path):
+    from tirx_kernels.core.license.cli import main
+
+    assert main(["audit", "--root", str(tmp_path / "nope")]) == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["audit", "--root", str(empty)]) == 2

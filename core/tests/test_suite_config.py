@@ -112,7 +112,7 @@ def test_workloads_file(tmp_path):
         defaults: {timer: event}
         workloads:
           - {kernel: rmsnorm, config: t1_h4096}
-          - {kernel: gemm, config: m4096_n4096, num_gpus: 2, default: false}
+          - {kernel: gemm, config: m4096_n4096, num_gpus: 2, timer: kineto, default: false}
         """)
     a, b = load_workloads_file(path, KERNELS)
     assert (a.kernel, a.family, a.timer, a.default) == ("rmsnorm", "basic", "event", True)
@@ -127,6 +127,11 @@ def test_workloads_file(tmp_path):
      "duplicate entry"),
     ("kernel: gemm", "unknown key 'kernel'"),
     ("workloads: {kernel: gemm}", "`workloads` must be a non-empty list"),
+    ("workloads:\n  - {kernel: gemm, config: m1_n4096, num_gpus: 2, timer: proton}",
+     "timer proton cannot time a 2-GPU workload"),
+    ("workloads:\n  - {kernel: gemm, config: m1_n4096, timer: kineto}",
+     "timer kineto times only multi-GPU workloads"),
+    ("? [1, 2]\n: x\n", "unhashable key"),
 ])
 def test_bad_workloads_files(tmp_path, text, expected):
     with pytest.raises(ConfigError) as e:
@@ -181,3 +186,25 @@ def test_installed_families_suite_files_are_valid():
         pytest.skip("no installed family ships suite files")
     workloads = load_suite(files, registry.kernels)
     assert workloads and any(w.default for w in workloads)
+
+
+def test_non_utf8_file_is_a_config_error(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_bytes(b"\xff\xfeworkloads: []\n")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_workloads_file(path, KERNELS)
+
+
+def test_gpus_option_rejects_a_repeated_index():
+    from tirx_kernels.core.suite.cli import UsageError, _choose_gpus
+
+    class Gpu:
+        def __init__(self, index):
+            self.index = index
+
+    gpus = [Gpu(0), Gpu(1)]
+    assert [g.index for g in _choose_gpus(gpus, "1")] == [1]
+    with pytest.raises(UsageError, match="names a GPU twice"):
+        _choose_gpus(gpus, "0,0")
+    with pytest.raises(UsageError, match="no GPU with index"):
+        _choose_gpus(gpus, "2")

@@ -228,3 +228,19 @@ def test_an_error_in_a_hook_still_kills_the_children(tmp_path):
     with pytest.raises(RuntimeError, match="disk full"):
         s.run([workload("pass", kernel="k0"), workload("pass", kernel="k1")])
     assert ex.started[1].killed and pool.free_count() == 2
+
+
+def test_ctrl_c_while_starting_a_workload_loses_no_row(tmp_path, monkeypatch):
+    ws = [workload("pass"), workload("pass", kernel="k2")]
+    calls = []
+
+    def watch(self, key, gpus):  # the GPU monitor's first query is where Ctrl-C lands
+        calls.append(key)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(FakeMonitor, "watch", watch)
+    outcome, ex, _, _ = run(ws, tmp_path=tmp_path)  # asserts no GPU leaked
+    assert outcome.interrupted
+    assert statuses(outcome) == [("pass", "PASS")]
+    assert [(w.kernel, why) for w, why in outcome.not_run] == [("k2", "interrupted (Ctrl-C)")]

@@ -79,10 +79,18 @@ def cmd_audit(args) -> int:
         from .selftest import run_self_test
 
         return run_self_test(as_json=args.json)
+    if args.root is not None and not Path(args.root).is_dir():
+        print(f"tirx-license: --root {args.root} is not a directory", file=sys.stderr)
+        return 2
     repo = Repo.find(args.root)
     dists, findings = discover(repo)
     wheels_only = bool(args.wheel) and not args.package
     chosen = [] if wheels_only else select(dists, repo, args.package)
+    if not chosen and not wheels_only:
+        print(f"tirx-license: no distribution found under {repo.root} (a pyproject.toml "
+              "naming tirx-kernels-core or an installed family); run it from the checkout "
+              "or pass --root", file=sys.stderr)
+        return 2
     if chosen:
         findings += audit(chosen, repo, dists)
     for w in args.wheel:

@@ -239,6 +239,8 @@ def _choose_gpus(gpus, spec: str | None):
         wanted = [int(x) for x in spec.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"--gpus takes comma-separated indices, got {spec!r}") from None
+    if len(set(wanted)) != len(wanted):
+        raise UsageError(f"--gpus names a GPU twice: {spec!r}; fix: list each index once")
     known = {g.index: g for g in gpus}
     unknown = [i for i in wanted if i not in known]
     if unknown:

@@ -18,7 +18,7 @@ file, the entry and the fix; the CLI then exits 2 and runs nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,6 +68,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         seen = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, Hashable):
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"unhashable key {key!r}", key_node.start_mark)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r}", key_node.start_mark)
@@ -80,6 +83,9 @@ def read_yaml(path: Path, problems: list[str]):
         return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     except OSError as e:
         problems.append(f"{path}: cannot read: {e}")
+    except UnicodeDecodeError as e:
+        problems.append(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); "
+                        "fix: save the file as UTF-8")
     except yaml.YAMLError as e:
         detail = " ".join(str(e).split())
         problems.append(f"{path}: malformed YAML: {detail}; fix: correct the YAML syntax")
@@ -253,6 +259,13 @@ def _overrides(where, data, problems, *, only_overrides=False) -> dict:
 def _timer_settings(where, merged, problems) -> None:
     timer = merged.get("timer")
     budgets = [k for k in ("warmup", "repeat") if k in merged]
+    distributed = merged.get("num_gpus", 1) > 1
+    if timer is not None and distributed and timer != "kineto":
+        problems.append(f"{where}: timer {timer} cannot time a {merged['num_gpus']}-GPU "
+                        "workload; fix: use timer kineto or leave timer out")
+    if timer == "kineto" and not distributed:
+        problems.append(f"{where}: timer kineto times only multi-GPU workloads; fix: use "
+                        "proton, event or cudagraph_proton, or leave timer out")
     if timer in ("kineto", "cudagraph_proton") and budgets:
         problems.append(f"{where}: timer {timer} takes no {'/'.join(budgets)} budget (it uses "
                         f"its own fixed schedule); fix: drop {', '.join(budgets)}")

@@ -133,8 +133,8 @@ class Scheduler:
         self._started = 0
         self._stopped: str | None = None
         # larger claims first; otherwise the configured order
-        pending = sorted((_Job(i, w) for i, w in enumerate(workloads)),
-                         key=lambda j: (-j.workload.num_gpus, j.index))
+        jobs = [_Job(i, w) for i, w in enumerate(workloads)]
+        pending = sorted(jobs, key=lambda j: (-j.workload.num_gpus, j.index))
         running: list[_Running] = []
         interrupted = False
         try:
@@ -156,10 +156,19 @@ class Scheduler:
                 r.handle.kill()
                 self.pool.release(r.gpus)
                 self.monitor.stop(r.key)
-        why = "interrupted (Ctrl-C)" if interrupted else f"not started: {self._stopped}"
-        not_run = [(r.job.workload, "interrupted (Ctrl-C) while running") for r in running] \
-            if interrupted else []
-        not_run += [(j.workload, why) for j in pending]
+        # every job without a row is reported, whatever window an interrupt hit
+        was_running = {id(r.job) for r in running}
+        not_run = []
+        for job in jobs:
+            if job.index in self._rows:
+                continue
+            if not interrupted:
+                why = f"not started: {self._stopped}"
+            elif id(job) in was_running:
+                why = "interrupted (Ctrl-C) while running"
+            else:
+                why = "interrupted (Ctrl-C)"
+            not_run.append((job.workload, why))
         rows = [self._rows[i] for i in sorted(self._rows)]
         return Outcome(rows, not_run, interrupted, self._stopped)
 
@@ -181,9 +190,12 @@ class Scheduler:
                 continue
             pending.remove(job)
             key = (job.workload.key, job.attempt)
-            self.monitor.watch(key, gpus)
             try:
+                self.monitor.watch(key, gpus)
                 handle = self.executor.start(job.workload, job.attempt, gpus)
+            except KeyboardInterrupt:  # the job has no row: run() reports it as not run
+                self.pool.release(gpus)
+                raise
             except Exception as e:  # noqa: BLE001 - a start failure is the workload's FAIL
                 self.pool.release(gpus)
                 self.monitor.stop(key)
