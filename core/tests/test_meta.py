@@ -111,3 +111,27 @@ def test_missing_meta(tmp_path):
     src.write_text("CONFIGS = []\n")
     with pytest.raises(MetaError, match="no module-level KERNEL_META"):
         read_module_info(src)
+
+
+def test_configs_shared_through_a_sibling_module_are_read_without_importing(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "_shared.py").write_text(
+        "import torch\n"  # never executed
+        "SIZES = (1, 7)\n"
+        "SHARED = [{'label': f't{t}', 'tokens': t} for t in SIZES]\n"
+        "DYNAMIC = torch.arange(3)\n"
+    )
+    (pkg / "k.py").write_text(
+        "from ._shared import SHARED as BASE, DYNAMIC\n"
+        "KERNEL_META = {'name': 'k'}\n"
+        "CONFIGS = BASE\n"
+        "BENCH_CONFIGS = [dict(c, big=True) for c in BASE]\n"
+    )
+    info = read_module_info(pkg / "k.py")
+    assert [c["label"] for c in info.configs] == ["t1", "t7"]
+    assert info.bench_configs[1] == {"label": "t7", "tokens": 7, "big": True}
+    (pkg / "k.py").write_text("from ._shared import DYNAMIC\nKERNEL_META = {}\n"
+                              "CONFIGS = DYNAMIC\n")
+    with pytest.raises(MetaError, match="DYNAMIC of _shared.py"):
+        read_module_info(pkg / "k.py")

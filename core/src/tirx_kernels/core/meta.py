@@ -39,22 +39,7 @@ class ModuleInfo:
 
 def read_module_info(path: Path) -> ModuleInfo:
     """Statically evaluate ``KERNEL_META``, ``CONFIGS`` and ``BENCH_CONFIGS`` of ``path``."""
-    tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=str(path))
-    namespace: dict = {}
-    failures: dict[str, str] = {}
-    meta_node = None
-    for node in tree.body:
-        target, value = _simple_assignment(node)
-        if target is None:
-            continue
-        if target == "KERNEL_META":
-            meta_node = value
-        try:
-            namespace[target] = _static_eval(value, namespace)
-            failures.pop(target, None)
-        except Exception as e:  # not statically evaluable: only a problem for names we need
-            namespace.pop(target, None)
-            failures[target] = f"line {node.lineno}: {e}"
+    namespace, failures, meta_node = _literal_namespace(Path(path))
     if meta_node is None:
         raise MetaError(f"{path}: no module-level KERNEL_META = {{...}} literal")
     try:
@@ -73,6 +58,56 @@ def read_module_info(path: Path) -> ModuleInfo:
     if "CONFIGS" not in namespace:
         raise MetaError(f"{path}: no module-level CONFIGS = [...]")
     return ModuleInfo(meta, namespace["CONFIGS"], namespace.get("BENCH_CONFIGS"))
+
+
+def _literal_namespace(path: Path, depth: int = 0):
+    """Module-level names of ``path`` whose values are static, in source order.
+
+    ``from .sibling import NAME`` of a module in the same package is followed by path (the
+    sibling is read, never imported), so families can share config tables.
+    Returns (namespace, {name: why not static}, the KERNEL_META value node or None).
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    namespace: dict = {}
+    failures: dict[str, str] = {}
+    meta_node = None
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level and depth < 4:
+            _import_literals(path, node, namespace, failures, depth)
+            continue
+        target, value = _simple_assignment(node)
+        if target is None:
+            continue
+        if target == "KERNEL_META":
+            meta_node = value
+        try:
+            namespace[target] = _static_eval(value, namespace)
+            failures.pop(target, None)
+        except Exception as e:  # not statically evaluable: only a problem for names we need
+            namespace.pop(target, None)
+            why = str(e)
+            if isinstance(e.__cause__, NameError) and e.__cause__.name in failures:
+                why = f"{e.__cause__.name} is not static: {failures[e.__cause__.name]}"
+            failures[target] = f"line {node.lineno}: {why}"
+    return namespace, failures, meta_node
+
+
+def _import_literals(path: Path, node: ast.ImportFrom, namespace, failures, depth) -> None:
+    base = path.parent
+    for _ in range(node.level - 1):
+        base = base.parent
+    parts = node.module.split(".") if node.module else []
+    source = base.joinpath(*parts).with_suffix(".py") if parts else None
+    if source is None or not source.is_file():
+        return  # a package or a missing module: its names stay unknown
+    other, other_failures, _ = _literal_namespace(source, depth + 1)
+    for alias in node.names:
+        name = alias.asname or alias.name
+        if alias.name in other:
+            namespace[name] = other[alias.name]
+        else:
+            why = other_failures.get(alias.name, "not a static module-level value")
+            failures[name] = f"line {node.lineno}: {alias.name} of {source.name}: {why}"
 
 
 def _simple_assignment(node):
@@ -101,7 +136,7 @@ def _static_eval(node, namespace):
         # one globals dict: nested comprehension scopes look names up there, not in locals
         return eval(code, {**namespace, "__builtins__": _SAFE_BUILTINS})  # noqa: S307
     except NameError as e:
-        raise ValueError(f"{e} (only earlier module-level literal constants are visible)") from None
+        raise ValueError(f"{e} (only earlier module-level literal constants are visible)") from e
 
 
 def validate_meta(meta: dict, *, where: str, category: str | None = None) -> None:

@@ -44,6 +44,41 @@ MAX_HIDDEN = 16384
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 TORCH_TO_NAME = {v: k for k, v in DTYPES.items()}
 
+# Correctness and bench matrices of rmsnorm, gemma_rmsnorm and both fused_add variants
+# (dtype, tokens, hidden): LLM hidden sizes incl. 5120/11008, odd token counts, batch 1.
+_TEST_SHAPES = [
+    ("bfloat16", 1, 4096),
+    ("bfloat16", 7, 2048),
+    ("bfloat16", 16, 16384),
+    ("bfloat16", 127, 5120),
+    ("bfloat16", 4113, 11008),
+    ("bfloat16", 16384, 8192),
+    ("float16", 33, 4096),
+    ("float16", 2047, 11008),
+]
+_BENCH_SHAPES = [
+    ("bfloat16", 1, 4096),
+    ("bfloat16", 16, 4096),
+    ("bfloat16", 1, 16384),
+    ("bfloat16", 16, 8192),
+    ("bfloat16", 1024, 4096),
+    ("bfloat16", 4113, 11008),
+    ("bfloat16", 16384, 2048),
+    ("bfloat16", 16384, 4096),
+    ("bfloat16", 16384, 8192),
+    ("bfloat16", 16384, 16384),
+    ("float16", 16384, 5120),
+]
+_ABBR = {"bfloat16": "bf16", "float16": "fp16"}
+NORM_CONFIGS = [
+    {"label": f"{_ABBR[d]}_t{t}_h{h}", "dtype": d, "tokens": t, "hidden": h}
+    for d, t, h in _TEST_SHAPES
+]
+NORM_BENCH_CONFIGS = [
+    {"label": f"{_ABBR[d]}_t{t}_h{h}", "dtype": d, "tokens": t, "hidden": h}
+    for d, t, h in _BENCH_SHAPES
+]
+
 
 def check_domain(dtype: str, hidden: int, tokens: int | None = None, *, bf16_only=False) -> None:
     """Raise ValueError unless (dtype, hidden, tokens) is inside the port's dispatch domain."""

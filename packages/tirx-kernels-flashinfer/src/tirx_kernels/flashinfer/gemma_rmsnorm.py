@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import torch
 
-from tirx_kernels.flashinfer import _norm
+from . import _norm
+from ._norm import NORM_BENCH_CONFIGS, NORM_CONFIGS
 
 KERNEL_META = {
     "name": "flashinfer_gemma_rmsnorm",
@@ -34,38 +35,9 @@ KERNEL_META = {
     "dtypes": ["bfloat16", "float16"],
 }
 
-TEST_SHAPES = [
-    ("bfloat16", 1, 4096),
-    ("bfloat16", 7, 2048),
-    ("bfloat16", 16, 16384),
-    ("bfloat16", 127, 5120),
-    ("bfloat16", 4113, 11008),
-    ("bfloat16", 16384, 8192),
-    ("float16", 33, 4096),
-    ("float16", 2047, 11008),
-]
-BENCH_SHAPES = [
-    ("bfloat16", 1, 4096),
-    ("bfloat16", 16, 4096),
-    ("bfloat16", 1, 16384),
-    ("bfloat16", 16, 8192),
-    ("bfloat16", 1024, 4096),
-    ("bfloat16", 4113, 11008),
-    ("bfloat16", 16384, 2048),
-    ("bfloat16", 16384, 4096),
-    ("bfloat16", 16384, 8192),
-    ("bfloat16", 16384, 16384),
-    ("float16", 16384, 5120),
-]
-ABBR = {"bfloat16": "bf16", "float16": "fp16"}
-CONFIGS = [
-    {"label": f"{ABBR[d]}_t{t}_h{h}", "dtype": d, "tokens": t, "hidden": h}
-    for d, t, h in TEST_SHAPES
-]
-BENCH_CONFIGS = [
-    {"label": f"{ABBR[d]}_t{t}_h{h}", "dtype": d, "tokens": t, "hidden": h}
-    for d, t, h in BENCH_SHAPES
-]
+# the matrices the four RMSNorm-family kernels share (read statically from _norm.py)
+CONFIGS = NORM_CONFIGS
+BENCH_CONFIGS = NORM_BENCH_CONFIGS
 
 EPS = 1e-6
 WEIGHT_BIAS = 1.0  # RMSNormKernel's weight_bias for Gemma: (1 + w)
