@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
-# One H200 validation run (device tool): every kernel config through `tirx-run test`, the
-# rmsnorm bench, and a suite sweep; results under $OUT. Usage, from the repository root:
-#   SUITE_ARGS="--kernel rmsnorm" BENCH_ARGS="--rounds 3" scripts/h200-validate.sh <git-sha>
+# One H200 validation run (device tool): every kernel config through `tirx-run test`, a
+# `tirx-run bench` per kernel of BENCH_KERNELS, and a suite sweep; results under $OUT.
+# Usage, from the repository root:
+#   BENCH_KERNELS="rmsnorm fp16_bf16_gemm" BENCH_ARGS="--rounds 3" SUITE_ARGS="--family basic" \
+#     scripts/h200-validate.sh <git-sha>
 set -uo pipefail
 sha=${1:?usage: h200-validate.sh <git commit of this checkout>}
 source scripts/h200-env.sh || exit 1
@@ -11,8 +13,10 @@ out=${OUT:?OUT must name the results folder}
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv > "$out/gpu.csv"
 python3 -m tirx_kernels.core.cli test -j "${JOBS:-12}" --timeout 300 --json \
   > "$out/test.json" 2> "$out/test.log"; echo "tirx-run test: exit $?"
-python3 -m tirx_kernels.core.cli bench --kernel rmsnorm ${BENCH_ARGS:-} --json \
-  > "$out/bench_rmsnorm.json" 2> "$out/bench_rmsnorm.log"; echo "tirx-run bench: exit $?"
+for kernel in ${BENCH_KERNELS:-rmsnorm}; do
+  python3 -m tirx_kernels.core.cli bench --kernel "$kernel" ${BENCH_ARGS:-} --json \
+    > "$out/bench_$kernel.json" 2> "$out/bench_$kernel.log"; echo "tirx-run bench $kernel: exit $?"
+done
 TIRX_SUITE_GIT_COMMIT=$sha TIRX_SUITE_GIT_DIRTY=0 python3 -m tirx_kernels.core.suite \
   ${SUITE_ARGS:-} --out-dir /tmp/bench-suite --cache-dir /tmp/tirx-bench-cache --timeout 240 \
   --json > "$out/suite.json" 2> "$out/suite.log"; echo "tirx-suite: exit $?"
