@@ -4,14 +4,15 @@
 # One H200 validation run (device tool): every kernel config through `tirx-run test`, a
 # `tirx-run bench` per kernel of BENCH_KERNELS, and a suite sweep; results under $OUT.
 # Usage, from the repository root:
-#   BENCH_KERNELS="rmsnorm fp16_bf16_gemm" BENCH_ARGS="--rounds 3" SUITE_ARGS="--family basic" \
+#   TEST_ARGS="--family basic" BENCH_KERNELS="rmsnorm fp16_bf16_gemm" BENCH_ARGS="--rounds 3" \
+#   SUITE_ARGS="--family basic" \
 #     scripts/h200-validate.sh <git-sha>
 set -uo pipefail
 sha=${1:?usage: h200-validate.sh <git commit of this checkout>}
 source scripts/h200-env.sh || exit 1
 out=${OUT:?OUT must name the results folder}
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv > "$out/gpu.csv"
-python3 -m tirx_kernels.core.cli test -j "${JOBS:-12}" --timeout 300 --json \
+python3 -m tirx_kernels.core.cli test ${TEST_ARGS:-} -j "${JOBS:-12}" --timeout 300 --json \
   > "$out/test.json" 2> "$out/test.log"; echo "tirx-run test: exit $?"
 for kernel in ${BENCH_KERNELS:-rmsnorm}; do
   python3 -m tirx_kernels.core.cli bench --kernel "$kernel" ${BENCH_ARGS:-} --json \
