@@ -251,11 +251,14 @@ def get_kernel(
     pos_dtype="int32",
     threads=THREADS,
     min_ctas=MIN_CTAS_PER_SM,
+    prefetch=False,
     **_,
 ):
     """The TIRx kernel for one static shape family; the token count is dynamic.
 
     Runtime scalars: ``groups`` (gridDim.y, head groups), ``rcp_scale``, ``rcp_theta``.
+    ``prefetch``: loop over the CTA's heads two at a time with a register double buffer, so
+    the next head's loads are in flight while the current one rotates and stores.
     """
     _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype)
     T = toolchain.T
@@ -285,6 +288,30 @@ def get_kernel(
             o[lo] = T.cast(x0 * cs[j] - x1 * sn[j], dtype)
             o[hi] = T.cast(x1 * cs[j] + x0 * sn[j], dtype)
 
+    # h indexes the concatenated heads (q heads, then k heads).
+    @T.inline
+    def load_head(Q, K, tok, tx, h, a):
+        if h < hq:
+            load(Q, tok, h, tx * 8, a)
+        else:
+            load(K, tok, h - hq, tx * 8, a)
+
+    @T.inline
+    def store_head(Q, K, tok, tx, h, o):
+        if h < hq:
+            store(Q, tok, h, tx * 8, o)
+        else:
+            store(K, tok, h - hq, tx * 8, o)
+
+    @T.inline
+    def trig(p, tx, cs, sn, rcp_theta, rcp_scale):
+        for j in T.unroll(PAIRS):
+            k = _pair(tx, j, head_dim, interleave)
+            expo = T.cast(2 * k, f32) / T.float32(head_dim)
+            freq = T.call_pure_extern("__powf", rcp_theta, expo, ty=f32) * rcp_scale
+            cs[j] = T.call_pure_extern("__cosf", p * freq, ty=f32)
+            sn[j] = T.call_pure_extern("__sinf", p * freq, ty=f32)
+
     @T.function
     def rope(
         Q: T.Tensor((n, hq, head_dim), dtype),
@@ -312,43 +339,80 @@ def get_kernel(
             # First head (gy < groups <= Hq + Hk) peeled: its loads are issued before the
             # trig, so their latency overlaps the position load (upstream loads a head only
             # after sincos, two dependent DRAM trips for a few tokens).
-            if gy < hq:
-                load(Q, tok, gy, tx * 8, a)
-            else:
-                load(K, tok, gy - hq, tx * 8, a)
-            for j in T.unroll(PAIRS):
-                k = _pair(tx, j, head_dim, interleave)
-                expo = T.cast(2 * k, f32) / T.float32(head_dim)
-                freq = T.call_pure_extern("__powf", rcp_theta, expo, ty=f32) * rcp_scale
-                cs[j] = T.call_pure_extern("__cosf", p * freq, ty=f32)
-                sn[j] = T.call_pure_extern("__sinf", p * freq, ty=f32)
+            load_head(Q, K, tok, tx, gy, a)
+            trig(p, tx, cs, sn, rcp_theta, rcp_scale)
             rotate(a, o, cs, sn)
-            if gy < hq:
-                store(Q, tok, gy, tx * 8, o)
-            else:
-                store(K, tok, gy - hq, tx * 8, o)
+            store_head(Q, K, tok, tx, gy, o)
             for it in range(1, T.ceildiv(hq + hk - gy, groups)):
                 h = gy + it * groups
-                if h < hq:
-                    load(Q, tok, h, tx * 8, a)
-                else:
-                    load(K, tok, h - hq, tx * 8, a)
+                load_head(Q, K, tok, tx, h, a)
                 rotate(a, o, cs, sn)
-                if h < hq:
-                    store(Q, tok, h, tx * 8, o)
-                else:
-                    store(K, tok, h - hq, tx * 8, o)
+                store_head(Q, K, tok, tx, h, o)
 
-    return rope
+    @T.function
+    def rope_prefetch(
+        Q: T.Tensor((n, hq, head_dim), dtype),
+        K: T.Tensor((n, hk, head_dim), dtype),
+        pos: T.Tensor((n,), pos_dtype),
+        groups: T.int32,
+        rcp_scale: T.float32,
+        rcp_theta: T.float32,
+    ):
+        T.func_attr({"tirx.noalias": True})
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=(T.ceildiv(n, bdy), groups), block=threads),
+            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=min_ctas),
+        )
+        tid = T.cuda.thread_idx("x")
+        tx = tid % bdx
+        tok = T.cuda.block_idx("x") * bdy + tid // bdx
+        gy = T.cuda.block_idx("y")
+        cs = T.alloc_local((PAIRS,), f32)
+        sn = T.alloc_local((PAIRS,), f32)
+        a = T.alloc_local((2 * PAIRS,), dtype)
+        b = T.alloc_local((2 * PAIRS,), dtype)
+        o = T.alloc_local((2 * PAIRS,), dtype)
+        if tok < n:
+            cnt = T.ceildiv(hq + hk - gy, groups)  # heads gy, gy + groups, ... of this CTA
+            p = T.cast(pos[tok], f32)
+            load_head(Q, K, tok, tx, gy, a)
+            trig(p, tx, cs, sn, rcp_theta, rcp_scale)
+            for it in range(T.ceildiv(cnt, 2)):
+                h = gy + 2 * it * groups
+                if 2 * it + 1 < cnt:
+                    load_head(Q, K, tok, tx, h + groups, b)
+                rotate(a, o, cs, sn)
+                store_head(Q, K, tok, tx, h, o)
+                if 2 * it + 2 < cnt:
+                    load_head(Q, K, tok, tx, h + 2 * groups, a)
+                if 2 * it + 1 < cnt:
+                    rotate(b, o, cs, sn)
+                    store_head(Q, K, tok, tx, h + groups, o)
+
+    return rope_prefetch if prefetch else rope
 
 
 @functools.cache
 def _compiled(
-    dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, min_ctas=MIN_CTAS_PER_SM
+    dtype,
+    head_dim,
+    num_q_heads,
+    num_kv_heads,
+    interleave,
+    pos_dtype,
+    min_ctas=MIN_CTAS_PER_SM,
+    prefetch=False,
 ):
     return toolchain.compile(
         get_kernel(
-            dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, min_ctas=min_ctas
+            dtype,
+            head_dim,
+            num_q_heads,
+            num_kv_heads,
+            interleave,
+            pos_dtype,
+            min_ctas=min_ctas,
+            prefetch=prefetch,
         )
     )
 
