@@ -25,7 +25,12 @@ Changed (performance, same arithmetic): the row lives in registers instead of be
 twice (RMSNorm) or staged in shared memory (fused add, LayerNorm); the weight is loaded with
 the row, before the reduction; the cross-warp step is done by every warp after a single
 barrier; the block is ``ceil(d / (8 * vecs_per_thread))`` threads (rounded up to a warp)
-instead of ``min(1024, d / 8)``. No PDL (``griddepcontrol``) and contiguous rows only.
+instead of ``min(1024, d / 8)``. Above ``SMALL_BATCH`` tokens the host launches a persistent
+"rows" kernel (``persistent=True``): ``ctas = min(tokens, SMs * resident CTAs per SM)`` CTAs
+load the weight (LayerNorm: fp32 gamma and beta) into registers once and walk rows
+``bid, bid + ctas, ...`` with the same per-row code, instead of one CTA per row reloading it
+from L2; ``PERSISTENT_MIN_TOKENS`` / ``PERSISTENT_MIN_CTAS_PER_SM`` gate it. No PDL
+(``griddepcontrol``) and contiguous rows only.
 
 Dispatch domain of the port: dtype bfloat16 or float16 (LayerNorm: bfloat16 input, float32
 gamma/beta, as upstream); ``hidden % 8 == 0`` (upstream's VEC_SIZE = 8 specialization;
@@ -120,16 +125,102 @@ def plan(
     return k, threads
 
 
+# Persistent "rows" schedule: at most the resident CTAs, each loads the weight once and walks
+# rows bid, bid + ctas, ... (the one-CTA-per-row kernels reload it from L2 for every row).
+# Not yet measured on the H200: set PERSISTENT_MIN_TOKENS = None to dispatch the old kernels.
+PERSISTENT_MIN_TOKENS = SMALL_BATCH + 1  # host goes persistent from here (never below it)
+# A lone resident CTA serializes its rows (load, barriers, store) with nothing to overlap
+# them: stay one CTA per row unless the kernel keeps at least this many CTAs per SM.
+PERSISTENT_MIN_CTAS_PER_SM = 2
+REGS_PER_SM = 65536
+THREADS_PER_SM = 2048
+MAX_CTAS_PER_SM = 32
+# Registers per thread of the persistent kernels at k vectors per thread: a + b * k, the
+# smallest spill-free -maxrregcount found by ptxas (CUDA 13.0, sm_90a) for k = 1, 2, 4, 8.
+_ROWS_REGS = {"rmsnorm": (16, 16), "fused_add_rmsnorm": (24, 16), "layernorm": (16, 24)}
+
+
+def rows_ctas_per_sm(kind: str, hidden: int, vecs_per_thread=None) -> int:
+    """Resident CTAs per SM of the persistent kernel: its min_blocks_per_sm and the host grid."""
+    k, threads = plan(hidden, None, kind, vecs_per_thread)
+    a, b = _ROWS_REGS[kind]
+    regs = min(255, -(-(a + b * k) // 8) * 8)  # allocated in units of 8 per thread
+    # the register file is 4 quarters, one per scheduler: warps are spread over them
+    quarter = REGS_PER_SM // 4 // (32 * regs)  # warps per quarter
+    n = min(THREADS_PER_SM // threads, MAX_CTAS_PER_SM)
+    while n > 1 and -(-n * threads // 32 // 4) > quarter:
+        n -= 1
+    return n
+
+
+def use_persistent(kind: str, hidden: int, tokens: int | None, vecs_per_thread=None) -> bool:
+    """The host's schedule choice (``tokens=None``: a large batch)."""
+    if PERSISTENT_MIN_TOKENS is None or (tokens is not None and tokens <= SMALL_BATCH):
+        return False
+    if tokens is not None and tokens < PERSISTENT_MIN_TOKENS:
+        return False
+    return rows_ctas_per_sm(kind, hidden, vecs_per_thread) >= PERSISTENT_MIN_CTAS_PER_SM
+
+
 @functools.cache
-def make_rmsnorm(dtype: str, hidden: int, weight_bias: float, vecs_per_thread=None):
-    """out[m] = T(float(x[m]) * rsqrt(mean(x[m]^2) + eps) * (weight_bias + float(w)))."""
+def make_rmsnorm(
+    dtype: str, hidden: int, weight_bias: float, vecs_per_thread=None, persistent: bool = False
+):
+    """out[m] = T(float(x[m]) * rsqrt(mean(x[m]^2) + eps) * (weight_bias + float(w))).
+
+    ``persistent``: the kernel takes a trailing ``ctas: int32`` (grid size, ``1 <= ctas``;
+    the host passes ``ctas <= M``), loads ``w`` once per CTA and walks rows
+    ``bid, bid + ctas, ...``; the arithmetic of a row is the same code as the one-row kernel.
+    """
     from tirx_kernels.core.toolchain import T
 
     check_domain(dtype, hidden)
     k, threads = plan(hidden, None, "rmsnorm", vecs_per_thread)
     warps = threads // 32
     exact = threads * k * VEC == hidden
+    resident = rows_ctas_per_sm("rmsnorm", hidden, k)  # persistent: CTAs per SM
     M = T.dynamic("M")
+
+    @T.inline
+    def load_w(W, wr, tx):
+        for it in T.unroll(k):
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:
+                wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
+
+    @T.inline
+    def one_row(X, W, Y, eps, row, tx, slot, xr, wr, yr, red, acc, rr):
+        acc[0] = T.float32(0)
+        for it in T.unroll(k):
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:
+                xr[T.Ramp(it * VEC, 1, VEC)] = X[row, T.Ramp(c, 1, VEC)]
+                if not persistent:  # the persistent kernel loaded w before its row loop
+                    wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
+            else:
+                for v in T.unroll(VEC):
+                    xr[it * VEC + v] = T.cast(T.float32(0), dtype)
+        for i in T.unroll(k * VEC):
+            acc[0] = acc[0] + T.cast(xr[i], "float32") * T.cast(xr[i], "float32")
+        # CTA sum: warp shuffle, partials to shared memory, one barrier, every warp sums them
+        part = T.cuda.warp_sum(acc[0])
+        if tx % 32 == 0:
+            red[slot + tx // 32] = part
+        T.cuda.cta_sync()
+        tot = T.cuda.warp_sum(T.if_then_else(tx % 32 < warps, red[slot + tx % 32], T.float32(0)))
+        rr[0] = T.rsqrt(tot / T.float32(hidden) + eps)
+        for it in T.unroll(k):
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:
+                for v in T.unroll(VEC):
+                    i = it * VEC + v
+                    yr[v] = T.cast(
+                        T.cast(xr[i], "float32")
+                        * rr[0]
+                        * (T.float32(weight_bias) + T.cast(wr[i], "float32")),
+                        dtype,
+                    )
+                Y[row, T.Ramp(c, 1, VEC)] = yr[T.Ramp(0, 1, VEC)]
 
     @T.function
     def rmsnorm(
@@ -148,50 +239,117 @@ def make_rmsnorm(dtype: str, hidden: int, weight_bias: float, vecs_per_thread=No
         red = T.alloc_shared((32,), "float32")
         acc = T.alloc_local((1,), "float32")
         rr = T.alloc_local((1,), "float32")
-        acc[0] = T.float32(0)
-        for it in T.unroll(k):
-            c = (it * threads + tx) * VEC
-            if exact or c < hidden:
-                xr[T.Ramp(it * VEC, 1, VEC)] = X[row, T.Ramp(c, 1, VEC)]
-                wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
-            else:
-                for v in T.unroll(VEC):
-                    xr[it * VEC + v] = T.cast(T.float32(0), dtype)
-        for i in T.unroll(k * VEC):
-            acc[0] = acc[0] + T.cast(xr[i], "float32") * T.cast(xr[i], "float32")
-        # CTA sum: warp shuffle, partials to shared memory, one barrier, every warp sums them
-        part = T.cuda.warp_sum(acc[0])
-        if tx % 32 == 0:
-            red[tx // 32] = part
-        T.cuda.cta_sync()
-        tot = T.cuda.warp_sum(T.if_then_else(tx % 32 < warps, red[tx % 32], T.float32(0)))
-        rr[0] = T.rsqrt(tot / T.float32(hidden) + eps)
-        for it in T.unroll(k):
-            c = (it * threads + tx) * VEC
-            if exact or c < hidden:
-                for v in T.unroll(VEC):
-                    i = it * VEC + v
-                    yr[v] = T.cast(
-                        T.cast(xr[i], "float32")
-                        * rr[0]
-                        * (T.float32(weight_bias) + T.cast(wr[i], "float32")),
-                        dtype,
-                    )
-                Y[row, T.Ramp(c, 1, VEC)] = yr[T.Ramp(0, 1, VEC)]
+        one_row(X, W, Y, eps, row, tx, 0, xr, wr, yr, red, acc, rr)
 
-    return rmsnorm
+    @T.function
+    def rmsnorm_rows(
+        X: T.Tensor((M, hidden), dtype, align=16),
+        W: T.Tensor((hidden,), dtype, align=16),
+        Y: T.Tensor((M, hidden), dtype, align=16),
+        eps: T.float32,
+        ctas: T.int32,
+    ):
+        T.func_attr({"tirx.noalias": True})
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=ctas, block=threads),
+            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=resident),
+        )
+        bid = T.cuda.block_idx("x")
+        tx = T.cuda.thread_idx("x")
+        xr = T.alloc_local((k * VEC,), dtype)
+        wr = T.alloc_local((k * VEC,), dtype)
+        yr = T.alloc_local((VEC,), dtype)
+        red = T.alloc_shared((64,), "float32")
+        acc = T.alloc_local((1,), "float32")
+        rr = T.alloc_local((1,), "float32")
+        if bid < M:
+            load_w(W, wr, tx)
+            # One barrier per row: partials alternate halves of `red` by row parity, so a
+            # warp already writing row r + 1 cannot clobber row r's partials a slower warp is
+            # still summing (reuse two rows later is behind row r + 1's barrier).
+            for r in range(T.truncdiv(M - bid + ctas - 1, ctas)):  # bid < M, ctas >= 1
+                one_row(
+                    X,
+                    W,
+                    Y,
+                    eps,
+                    bid + r * ctas,
+                    tx,
+                    T.truncmod(r, 2) * 32,
+                    xr,
+                    wr,
+                    yr,
+                    red,
+                    acc,
+                    rr,
+                )
+
+    return rmsnorm_rows if persistent else rmsnorm
 
 
 @functools.cache
-def make_fused_add_rmsnorm(dtype: str, hidden: int, weight_bias: float, vecs_per_thread=None):
-    """In place: x = I + R (fp32); R = T(x); I = T(x * rsqrt(mean(x^2) + eps) * (bias + w))."""
+def make_fused_add_rmsnorm(
+    dtype: str, hidden: int, weight_bias: float, vecs_per_thread=None, persistent: bool = False
+):
+    """In place: x = I + R (fp32); R = T(x); I = T(x * rsqrt(mean(x^2) + eps) * (bias + w)).
+
+    ``persistent``: as in :func:`make_rmsnorm` (trailing ``ctas``, ``w`` loaded once per CTA).
+    """
     from tirx_kernels.core.toolchain import T
 
     check_domain(dtype, hidden)
     k, threads = plan(hidden, None, "fused_add_rmsnorm", vecs_per_thread)
     warps = threads // 32
     exact = threads * k * VEC == hidden
+    resident = rows_ctas_per_sm("fused_add_rmsnorm", hidden, k)  # persistent: CTAs per SM
     M = T.dynamic("M")
+
+    @T.inline
+    def load_w(W, wr, tx):
+        for it in T.unroll(k):
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:
+                wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
+
+    @T.inline
+    def one_row(I, R, W, eps, row, tx, slot, iv, rv, wr, xf, ov, red, acc, rs):  # noqa: E741
+        acc[0] = T.float32(0)
+        for it in T.unroll(k):
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:
+                iv[T.Ramp(it * VEC, 1, VEC)] = I[row, T.Ramp(c, 1, VEC)]
+                rv[T.Ramp(it * VEC, 1, VEC)] = R[row, T.Ramp(c, 1, VEC)]
+                if not persistent:  # the persistent kernel loaded w before its row loop
+                    wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
+            else:
+                for v in T.unroll(VEC):
+                    iv[it * VEC + v] = T.cast(T.float32(0), dtype)
+                    rv[it * VEC + v] = T.cast(T.float32(0), dtype)
+        for it in T.unroll(k):
+            for v in T.unroll(VEC):
+                i = it * VEC + v
+                xf[i] = T.cast(iv[i], "float32") + T.cast(rv[i], "float32")
+                acc[0] = acc[0] + xf[i] * xf[i]
+                ov[v] = T.cast(xf[i], dtype)
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:
+                R[row, T.Ramp(c, 1, VEC)] = ov[T.Ramp(0, 1, VEC)]
+        # CTA sum: warp shuffle, partials to shared memory, one barrier, every warp sums them
+        part = T.cuda.warp_sum(acc[0])
+        if tx % 32 == 0:
+            red[slot + tx // 32] = part
+        T.cuda.cta_sync()
+        tot = T.cuda.warp_sum(T.if_then_else(tx % 32 < warps, red[slot + tx % 32], T.float32(0)))
+        rs[0] = T.rsqrt(tot / T.float32(hidden) + eps)
+        for it in T.unroll(k):
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:
+                for v in T.unroll(VEC):
+                    i = it * VEC + v
+                    ov[v] = T.cast(
+                        xf[i] * rs[0] * (T.float32(weight_bias) + T.cast(wr[i], "float32")), dtype
+                    )
+                I[row, T.Ramp(c, 1, VEC)] = ov[T.Ramp(0, 1, VEC)]
 
     @T.function
     def fused_add_rmsnorm(
@@ -212,49 +370,63 @@ def make_fused_add_rmsnorm(dtype: str, hidden: int, weight_bias: float, vecs_per
         red = T.alloc_shared((32,), "float32")
         acc = T.alloc_local((1,), "float32")
         rs = T.alloc_local((1,), "float32")
-        acc[0] = T.float32(0)
-        for it in T.unroll(k):
-            c = (it * threads + tx) * VEC
-            if exact or c < hidden:
-                iv[T.Ramp(it * VEC, 1, VEC)] = I[row, T.Ramp(c, 1, VEC)]
-                rv[T.Ramp(it * VEC, 1, VEC)] = R[row, T.Ramp(c, 1, VEC)]
-                wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
-            else:
-                for v in T.unroll(VEC):
-                    iv[it * VEC + v] = T.cast(T.float32(0), dtype)
-                    rv[it * VEC + v] = T.cast(T.float32(0), dtype)
-        for it in T.unroll(k):
-            for v in T.unroll(VEC):
-                i = it * VEC + v
-                xf[i] = T.cast(iv[i], "float32") + T.cast(rv[i], "float32")
-                acc[0] = acc[0] + xf[i] * xf[i]
-                ov[v] = T.cast(xf[i], dtype)
-            c = (it * threads + tx) * VEC
-            if exact or c < hidden:
-                R[row, T.Ramp(c, 1, VEC)] = ov[T.Ramp(0, 1, VEC)]
-        # CTA sum: warp shuffle, partials to shared memory, one barrier, every warp sums them
-        part = T.cuda.warp_sum(acc[0])
-        if tx % 32 == 0:
-            red[tx // 32] = part
-        T.cuda.cta_sync()
-        tot = T.cuda.warp_sum(T.if_then_else(tx % 32 < warps, red[tx % 32], T.float32(0)))
-        rs[0] = T.rsqrt(tot / T.float32(hidden) + eps)
-        for it in T.unroll(k):
-            c = (it * threads + tx) * VEC
-            if exact or c < hidden:
-                for v in T.unroll(VEC):
-                    i = it * VEC + v
-                    ov[v] = T.cast(
-                        xf[i] * rs[0] * (T.float32(weight_bias) + T.cast(wr[i], "float32")), dtype
-                    )
-                I[row, T.Ramp(c, 1, VEC)] = ov[T.Ramp(0, 1, VEC)]
+        one_row(I, R, W, eps, row, tx, 0, iv, rv, wr, xf, ov, red, acc, rs)
 
-    return fused_add_rmsnorm
+    @T.function
+    def fused_add_rmsnorm_rows(
+        I: T.Tensor((M, hidden), dtype, align=16),  # noqa: E741 - upstream's "input"
+        R: T.Tensor((M, hidden), dtype, align=16),
+        W: T.Tensor((hidden,), dtype, align=16),
+        eps: T.float32,
+        ctas: T.int32,
+    ):
+        T.func_attr({"tirx.noalias": True})
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=ctas, block=threads),
+            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=resident),
+        )
+        bid = T.cuda.block_idx("x")
+        tx = T.cuda.thread_idx("x")
+        iv = T.alloc_local((k * VEC,), dtype)
+        rv = T.alloc_local((k * VEC,), dtype)
+        wr = T.alloc_local((k * VEC,), dtype)
+        xf = T.alloc_local((k * VEC,), "float32")
+        ov = T.alloc_local((VEC,), dtype)
+        red = T.alloc_shared((64,), "float32")
+        acc = T.alloc_local((1,), "float32")
+        rs = T.alloc_local((1,), "float32")
+        if bid < M:
+            load_w(W, wr, tx)
+            # partials double-buffered by row parity: see make_rmsnorm
+            for r in range(T.truncdiv(M - bid + ctas - 1, ctas)):  # bid < M, ctas >= 1
+                one_row(
+                    I,
+                    R,
+                    W,
+                    eps,
+                    bid + r * ctas,
+                    tx,
+                    T.truncmod(r, 2) * 32,
+                    iv,
+                    rv,
+                    wr,
+                    xf,
+                    ov,
+                    red,
+                    acc,
+                    rs,
+                )
+
+    return fused_add_rmsnorm_rows if persistent else fused_add_rmsnorm
 
 
 @functools.cache
-def make_layernorm(hidden: int, vecs_per_thread=None):
-    """out[m] = bf16((x - mean) * rsqrt(var + eps) * gamma + beta); x bf16, gamma/beta fp32."""
+def make_layernorm(hidden: int, vecs_per_thread=None, persistent: bool = False):
+    """out[m] = bf16((x - mean) * rsqrt(var + eps) * gamma + beta); x bf16, gamma/beta fp32.
+
+    ``persistent``: as in :func:`make_rmsnorm`; gamma and beta (fp32, twice the bytes of a
+    row) are held in registers across the rows instead of reloaded per row from L2.
+    """
     from tirx_kernels.core.toolchain import T
 
     dtype = "bfloat16"
@@ -262,28 +434,19 @@ def make_layernorm(hidden: int, vecs_per_thread=None):
     k, threads = plan(hidden, None, "layernorm", vecs_per_thread)
     warps = threads // 32
     exact = threads * k * VEC == hidden
+    resident = rows_ctas_per_sm("layernorm", hidden, k)  # persistent: CTAs per SM
+    gvecs = k if persistent else 1  # gamma/beta vectors held per thread
     M = T.dynamic("M")
 
-    @T.function
-    def layernorm(
-        X: T.Tensor((M, hidden), dtype, align=16),
-        G: T.Tensor((hidden,), "float32", align=16),
-        B: T.Tensor((hidden,), "float32", align=16),
-        Y: T.Tensor((M, hidden), dtype, align=16),
-        eps: T.float32,
-    ):
-        T.func_attr({"tirx.noalias": True})
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=M, block=threads))
-        row = T.cuda.block_idx("x")
-        tx = T.cuda.thread_idx("x")
-        xr = T.alloc_local((k * VEC,), dtype)
-        gr = T.alloc_local((VEC,), "float32")
-        br = T.alloc_local((VEC,), "float32")
-        yr = T.alloc_local((VEC,), dtype)
-        red = T.alloc_shared((32,), "float32")
-        red2 = T.alloc_shared((32,), "float32")
-        acc = T.alloc_local((1,), "float32")
-        mv = T.alloc_local((2,), "float32")
+    @T.inline
+    def load_gb(G, B, gr, br, o, c):
+        gr[T.Ramp(o, 1, 4)] = G[T.Ramp(c, 1, 4)]
+        gr[T.Ramp(o + 4, 1, 4)] = G[T.Ramp(c + 4, 1, 4)]
+        br[T.Ramp(o, 1, 4)] = B[T.Ramp(c, 1, 4)]
+        br[T.Ramp(o + 4, 1, 4)] = B[T.Ramp(c + 4, 1, 4)]
+
+    @T.inline
+    def one_row(X, G, B, Y, eps, row, tx, xr, gr, br, yr, red, red2, acc, mv):
         acc[0] = T.float32(0)
         for it in T.unroll(k):
             c = (it * threads + tx) * VEC
@@ -318,34 +481,142 @@ def make_layernorm(hidden: int, vecs_per_thread=None):
         for it in T.unroll(k):
             c = (it * threads + tx) * VEC
             if exact or c < hidden:
-                gr[T.Ramp(0, 1, 4)] = G[T.Ramp(c, 1, 4)]
-                gr[T.Ramp(4, 1, 4)] = G[T.Ramp(c + 4, 1, 4)]
-                br[T.Ramp(0, 1, 4)] = B[T.Ramp(c, 1, 4)]
-                br[T.Ramp(4, 1, 4)] = B[T.Ramp(c + 4, 1, 4)]
+                if not persistent:  # the persistent kernel holds gamma/beta across rows
+                    load_gb(G, B, gr, br, 0, c)
                 for v in T.unroll(VEC):
+                    g = it * VEC + v if persistent else v
                     yr[v] = T.cast(
-                        (T.cast(xr[it * VEC + v], "float32") - mv[0]) * mv[1] * gr[v] + br[v],
+                        (T.cast(xr[it * VEC + v], "float32") - mv[0]) * mv[1] * gr[g] + br[g],
                         dtype,
                     )
                 Y[row, T.Ramp(c, 1, VEC)] = yr[T.Ramp(0, 1, VEC)]
 
-    return layernorm
+    @T.function
+    def layernorm(
+        X: T.Tensor((M, hidden), dtype, align=16),
+        G: T.Tensor((hidden,), "float32", align=16),
+        B: T.Tensor((hidden,), "float32", align=16),
+        Y: T.Tensor((M, hidden), dtype, align=16),
+        eps: T.float32,
+    ):
+        T.func_attr({"tirx.noalias": True})
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=M, block=threads))
+        row = T.cuda.block_idx("x")
+        tx = T.cuda.thread_idx("x")
+        xr = T.alloc_local((k * VEC,), dtype)
+        gr = T.alloc_local((VEC,), "float32")
+        br = T.alloc_local((VEC,), "float32")
+        yr = T.alloc_local((VEC,), dtype)
+        red = T.alloc_shared((32,), "float32")
+        red2 = T.alloc_shared((32,), "float32")
+        acc = T.alloc_local((1,), "float32")
+        mv = T.alloc_local((2,), "float32")
+        one_row(X, G, B, Y, eps, row, tx, xr, gr, br, yr, red, red2, acc, mv)
+
+    @T.function
+    def layernorm_rows(
+        X: T.Tensor((M, hidden), dtype, align=16),
+        G: T.Tensor((hidden,), "float32", align=16),
+        B: T.Tensor((hidden,), "float32", align=16),
+        Y: T.Tensor((M, hidden), dtype, align=16),
+        eps: T.float32,
+        ctas: T.int32,
+    ):
+        T.func_attr({"tirx.noalias": True})
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=ctas, block=threads),
+            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=resident),
+        )
+        bid = T.cuda.block_idx("x")
+        tx = T.cuda.thread_idx("x")
+        xr = T.alloc_local((k * VEC,), dtype)
+        gr = T.alloc_local((gvecs * VEC,), "float32")
+        br = T.alloc_local((gvecs * VEC,), "float32")
+        yr = T.alloc_local((VEC,), dtype)
+        red = T.alloc_shared((32,), "float32")
+        red2 = T.alloc_shared((32,), "float32")
+        acc = T.alloc_local((1,), "float32")
+        mv = T.alloc_local((2,), "float32")
+        if bid < M:
+            for it in T.unroll(k):
+                c = (it * threads + tx) * VEC
+                if exact or c < hidden:
+                    load_gb(G, B, gr, br, it * VEC, c)
+            # Single-buffered red/red2 are safe across rows: a warp writes red (row r + 1)
+            # only after row r's second barrier, which every warp reaches after reading red
+            # (row r); it writes red2 (row r + 1) only after row r + 1's first barrier, which
+            # every warp reaches after reading red2 (row r).
+            for r in range(T.truncdiv(M - bid + ctas - 1, ctas)):  # bid < M, ctas >= 1
+                one_row(X, G, B, Y, eps, bid + r * ctas, tx, xr, gr, br, yr, red, red2, acc, mv)
+
+    return layernorm_rows if persistent else layernorm
 
 
 @functools.cache
-def compiled(kind: str, dtype: str, hidden: int, weight_bias: float = 0.0, vecs_per_thread=None):
-    """The compiled executable for one static shape (tokens are dynamic)."""
+def compiled(
+    kind: str,
+    dtype: str,
+    hidden: int,
+    weight_bias: float = 0.0,
+    vecs_per_thread=None,
+    persistent: bool = False,
+):
+    """The compiled executable for one static shape (tokens are dynamic).
+
+    A persistent executable takes a trailing ``ctas`` (see :func:`launcher`).
+    """
     from tirx_kernels.core import toolchain
 
     if kind == "rmsnorm":
-        func = make_rmsnorm(dtype, hidden, weight_bias, vecs_per_thread)
+        func = make_rmsnorm(dtype, hidden, weight_bias, vecs_per_thread, persistent)
     elif kind == "fused_add_rmsnorm":
-        func = make_fused_add_rmsnorm(dtype, hidden, weight_bias, vecs_per_thread)
+        func = make_fused_add_rmsnorm(dtype, hidden, weight_bias, vecs_per_thread, persistent)
     elif kind == "layernorm":
-        func = make_layernorm(hidden, vecs_per_thread)
+        func = make_layernorm(hidden, vecs_per_thread, persistent)
     else:
         raise ValueError(f"unknown norm kind {kind!r}")
     return toolchain.compile(func, toolchain.gpu_arch() or "sm_90a")
+
+
+def kernel_for(kind: str, dtype: str, hidden: int, tokens=None, weight_bias: float = 0.0):
+    """The PrimFunc the host dispatches for ``tokens`` rows (get_kernel of the modules)."""
+    k = plan(hidden, tokens, kind)[0]
+    persistent = use_persistent(kind, hidden, tokens, k)
+    if kind == "rmsnorm":
+        return make_rmsnorm(dtype, hidden, weight_bias, k, persistent)
+    if kind == "fused_add_rmsnorm":
+        return make_fused_add_rmsnorm(dtype, hidden, weight_bias, k, persistent)
+    return make_layernorm(hidden, k, persistent)
+
+
+@functools.cache
+def sm_count(device_index: int = 0) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def launcher(
+    kind: str,
+    dtype: str,
+    hidden: int,
+    tokens: int,
+    weight_bias: float = 0.0,
+    vecs_per_thread=None,
+    persistent=None,
+    device_index: int = 0,
+):
+    """``f(*tensors, eps)`` launching the kernel for ``tokens >= 1`` rows.
+
+    ``vecs_per_thread`` / ``persistent`` None: the host's choice (:func:`plan`,
+    :func:`use_persistent`); the persistent grid is ``min(tokens, SMs * resident CTAs)``.
+    """
+    k = vecs_per_thread or plan(hidden, tokens, kind)[0]
+    if persistent is None:
+        persistent = use_persistent(kind, hidden, tokens, k)
+    exe = compiled(kind, dtype, hidden, weight_bias, k, persistent)
+    if not persistent:
+        return exe
+    ctas = min(tokens, sm_count(device_index) * rows_ctas_per_sm(kind, hidden, k))
+    return lambda *args: exe(*args, ctas)
 
 
 def check_tensors(*tensors, hidden: int) -> None:
@@ -362,6 +633,10 @@ def check_tensors(*tensors, hidden: int) -> None:
             raise ValueError("tensors must be 16-byte aligned")
 
 
+def dev(t) -> int:
+    return t.device.index or 0
+
+
 def rmsnorm(x, w, eps=1e-6, out=None, *, weight_bias=0.0):
     """FlashInfer ``rmsnorm`` (weight_bias 0) / ``gemma_rmsnorm`` (weight_bias 1) on 2D x."""
     if x.dim() != 2 or w.dim() != 1 or w.dtype != x.dtype:
@@ -374,8 +649,8 @@ def rmsnorm(x, w, eps=1e-6, out=None, *, weight_bias=0.0):
     out = torch.empty_like(x) if out is None else out
     check_tensors(x, w, out, hidden=hidden)
     if tokens:
-        k = plan(hidden, tokens, "rmsnorm")[0]
-        compiled("rmsnorm", dtype, hidden, float(weight_bias), k)(x, w, out, eps)
+        run = launcher("rmsnorm", dtype, hidden, tokens, float(weight_bias), device_index=dev(x))
+        run(x, w, out, eps)
     return out
 
 
@@ -390,9 +665,9 @@ def fused_add_rmsnorm(x, residual, w, eps=1e-6, *, weight_bias=0.0):
     check_domain(dtype, hidden, tokens)
     check_tensors(x, residual, w, hidden=hidden)
     if tokens:
-        k = plan(hidden, tokens, "fused_add_rmsnorm")[0]
-        exe = compiled("fused_add_rmsnorm", dtype, hidden, float(weight_bias), k)
-        exe(x, residual, w, eps)
+        kind = "fused_add_rmsnorm"
+        run = launcher(kind, dtype, hidden, tokens, float(weight_bias), device_index=dev(x))
+        run(x, residual, w, eps)
 
 
 def layernorm(x, gamma, beta, eps=1e-6, out=None):
@@ -406,8 +681,8 @@ def layernorm(x, gamma, beta, eps=1e-6, out=None):
     out = torch.empty_like(x) if out is None else out
     check_tensors(x, gamma, beta, out, hidden=hidden)
     if tokens:
-        k = plan(hidden, tokens, "layernorm")[0]
-        compiled("layernorm", "bfloat16", hidden, 0.0, k)(x, gamma, beta, out, eps)
+        run = launcher("layernorm", "bfloat16", hidden, tokens, device_index=dev(x))
+        run(x, gamma, beta, out, eps)
     return out
 
 

@@ -47,9 +47,7 @@ WEIGHT_BIAS = 1.0  # FusedAddRMSNormKernel's weight_bias for Gemma: (1 + w)
 
 def get_kernel(dtype, hidden, tokens=None, **_):
     """The TIRx PrimFunc; tokens are dynamic, their count only picks the thread plan."""
-    return _norm.make_fused_add_rmsnorm(
-        dtype, hidden, WEIGHT_BIAS, _norm.plan(hidden, tokens, "fused_add_rmsnorm")[0]
-    )
+    return _norm.kernel_for("fused_add_rmsnorm", dtype, hidden, tokens, WEIGHT_BIAS)
 
 
 def apply(x, residual, w, eps=EPS):
@@ -98,8 +96,7 @@ def run_bench(
 
     data = prepare_data(dtype, tokens, hidden)
     w = data["w"]
-    k = _norm.plan(hidden, tokens, "fused_add_rmsnorm")[0]
-    exe = _norm.compiled("fused_add_rmsnorm", dtype, hidden, WEIGHT_BIAS, k)
+    run = _norm.launcher("fused_add_rmsnorm", dtype, hidden, tokens, WEIGHT_BIAS)
     x0, r0 = data["x"].clone(), data["residual"].clone()  # each implementation owns its state
 
     def build_flashinfer():
@@ -121,7 +118,7 @@ def run_bench(
         return run
 
     return toolchain.bench(
-        {"tirx": lambda: exe(x0, r0, w, EPS)},
+        {"tirx": lambda: run(x0, r0, w, EPS)},
         references={"flashinfer": build_flashinfer, "torch": build_torch},
         warmup=warmup,
         repeat=repeat,

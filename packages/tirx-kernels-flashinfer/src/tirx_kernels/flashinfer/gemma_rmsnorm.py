@@ -45,7 +45,7 @@ WEIGHT_BIAS = 1.0  # RMSNormKernel's weight_bias for Gemma: (1 + w)
 
 def get_kernel(dtype, hidden, tokens=None, **_):
     """The TIRx PrimFunc; tokens are dynamic, their count only picks the thread plan."""
-    return _norm.make_rmsnorm(dtype, hidden, WEIGHT_BIAS, _norm.plan(hidden, tokens, "rmsnorm")[0])
+    return _norm.kernel_for("rmsnorm", dtype, hidden, tokens, WEIGHT_BIAS)
 
 
 def apply(x, w, eps=EPS, out=None):
@@ -88,8 +88,7 @@ def run_bench(
     data = prepare_data(dtype, tokens, hidden)
     x, w = data["x"], data["w"]
     out = torch.empty_like(x)
-    k = _norm.plan(hidden, tokens, "rmsnorm")[0]
-    exe = _norm.compiled("rmsnorm", dtype, hidden, WEIGHT_BIAS, k)
+    run = _norm.launcher("rmsnorm", dtype, hidden, tokens, WEIGHT_BIAS)  # the host's schedule
 
     def build_flashinfer():
         import flashinfer
@@ -103,7 +102,7 @@ def run_bench(
         return lambda: torch.nn.functional.rms_norm(x, (hidden,), w1, EPS)
 
     return toolchain.bench(
-        {"tirx": lambda: exe(x, w, out, EPS)},
+        {"tirx": lambda: run(x, w, out, EPS)},
         references={"flashinfer": build_flashinfer, "torch": build_torch},
         warmup=warmup,
         repeat=repeat,

@@ -70,7 +70,7 @@ EPS = 1e-6
 def get_kernel(dtype, hidden, tokens=None, **_):
     """The TIRx PrimFunc; tokens are dynamic, their count only picks the thread plan."""
     _norm.check_domain(dtype, hidden, bf16_only=True)
-    return _norm.make_layernorm(hidden, _norm.plan(hidden, tokens, "layernorm")[0])
+    return _norm.kernel_for("layernorm", dtype, hidden, tokens)
 
 
 def apply(x, gamma, beta, eps=EPS, out=None):
@@ -116,9 +116,7 @@ def run_bench(
     data = prepare_data(dtype, tokens, hidden)
     x, gamma, beta = data["x"], data["gamma"], data["beta"]
     out = torch.empty_like(x)
-    exe = _norm.compiled(
-        "layernorm", dtype, hidden, 0.0, _norm.plan(hidden, tokens, "layernorm")[0]
-    )
+    run = _norm.launcher("layernorm", dtype, hidden, tokens)  # the host's schedule
 
     def build_flashinfer():
         import flashinfer
@@ -136,7 +134,7 @@ def run_bench(
         return lambda: F.layer_norm(x, (hidden,), g, b, EPS)
 
     return toolchain.bench(
-        {"tirx": lambda: exe(x, gamma, beta, out, EPS)},
+        {"tirx": lambda: run(x, gamma, beta, out, EPS)},
         references={"flashinfer": build_flashinfer, "torch": build_torch},
         warmup=warmup,
         repeat=repeat,
