@@ -1,0 +1,246 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Sweep the FlashInfer norm ports on the H200: one-CTA-per-row vs persistent "rows" kernels.
+
+    python scripts/norm_sweep.py OUT.json [--full] [--kinds rmsnorm,layernorm] [--budget-s 230]
+
+For each (kernel, shape) it times, with the proton timer (cold L2, one round, no cooldown):
+the one-row kernel at the host's vectors-per-thread ``k`` (the existing dispatch;
+``--full``: every valid k in 1/2/4/8), the persistent kernel at every valid k, and
+FlashInfer's op when ``import flashinfer`` works. Before timing, every variant's output is
+compared with ``torch.equal`` to the existing kernel's (one-row kernel at the host's k): a
+different k sums in a different order, so only same-k variants must match bit for bit
+(``must_match``; a miss there is reported as MISMATCH). TB/s counts activations only:
+rmsnorm and layernorm 2*M*H*2 bytes, fused_add_rmsnorm 4*M*H*2 (weights excluded).
+
+Compiles run here too (2-5 s each): ``--budget-s`` stops starting new shapes past it.
+Prints one line per (kernel, shape, variant) and writes every result to OUT.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+
+# in order of interest (the shapes below target): a --budget-s cut drops the tail
+SHAPES = {
+    "rmsnorm": [(16384, 2048), (16384, 4096), (16384, 8192), (4113, 11008), (1024, 4096)],
+    "layernorm": [(16384, 2048), (16384, 4096), (16384, 11008), (16384, 16384), (1024, 4096)],
+    "fused_add_rmsnorm": [(16384, 16384), (16384, 4096), (4113, 11008)],
+}
+ACT_BYTES = {"rmsnorm": 2 * 2, "fused_add_rmsnorm": 4 * 2, "layernorm": 2 * 2}  # per element
+KS = (1, 2, 4, 8)
+DTYPE = "bfloat16"
+EPS = 1e-6
+
+
+def valid_ks(norm, hidden):
+    """k in KS with 32 <= ceil(hidden / 8 / k) threads (before warp rounding) <= 1024."""
+    nvec = hidden // norm.VEC
+    ks = []
+    for k in KS:
+        raw = -(-nvec // k)
+        if 32 <= raw and -(-raw // 32) * 32 <= 1024:
+            ks.append(k)
+    return ks
+
+
+def make_data(torch, norm, kind, tokens, hidden):
+    x = norm.randn((tokens, hidden), DTYPE, seed=tokens * 7 + hidden, shift=0.5)
+    if kind == "layernorm":
+        g = norm.randn((hidden,), "float32", seed=hidden + 1, scale=0.5, shift=1.0)
+        b = norm.randn((hidden,), "float32", seed=hidden + 2, scale=0.5)
+        return {"x": x, "gamma": g, "beta": b}
+    w = norm.randn((hidden,), DTYPE, seed=hidden + 1, scale=0.5, shift=1.0)
+    if kind == "rmsnorm":
+        return {"x": x, "w": w}
+    r = norm.randn((tokens, hidden), DTYPE, seed=tokens * 11 + hidden + 3)
+    return {"x": x, "residual": r, "w": w}
+
+
+def runner(torch, norm, kind, d, launch):
+    """(run once -> outputs to compare, no-arg timed callable) for one launch function."""
+    x = d["x"]
+    if kind == "fused_add_rmsnorm":  # in place: each variant owns its state, as run_bench
+
+        def once():
+            xi, ri = x.clone(), d["residual"].clone()
+            launch(xi, ri, d["w"], EPS)
+            return xi, ri
+
+        xs, rs = x.clone(), d["residual"].clone()
+        return once, lambda: launch(xs, rs, d["w"], EPS)
+    out = torch.empty_like(x)
+    args = (x, d["gamma"], d["beta"]) if kind == "layernorm" else (x, d["w"])
+
+    def once():
+        o = torch.empty_like(x)
+        launch(*args, o, EPS)
+        return (o,)
+
+    return once, lambda: launch(*args, out, EPS)
+
+
+def flashinfer_builder(torch, kind, d):
+    def build():
+        import flashinfer
+
+        x = d["x"]
+        if kind == "rmsnorm":
+            o = torch.empty_like(x)
+            flashinfer.norm.rmsnorm(x, d["w"], eps=EPS, out=o)  # JIT outside timing
+            return lambda: flashinfer.norm.rmsnorm(x, d["w"], eps=EPS, out=o)
+        if kind == "fused_add_rmsnorm":
+            x1, r1 = x.clone(), d["residual"].clone()
+            flashinfer.norm.fused_add_rmsnorm(x1, r1, d["w"], eps=EPS)
+            return lambda: flashinfer.norm.fused_add_rmsnorm(x1, r1, d["w"], eps=EPS)
+        flashinfer.norm.layernorm(x, d["gamma"], d["beta"], eps=EPS)
+        return lambda: flashinfer.norm.layernorm(x, d["gamma"], d["beta"], eps=EPS)
+
+    return build
+
+
+def sweep_shape(torch, toolchain, norm, kind, tokens, hidden, full, print_line):
+    d = make_data(torch, norm, kind, tokens, hidden)
+    k0 = norm.plan(hidden, tokens, kind)[0]
+    host_persistent = norm.use_persistent(kind, hidden, tokens, k0)
+    variants = []  # (name, k, persistent)
+    for k in valid_ks(norm, hidden):
+        if full or k == k0:
+            variants.append((f"row_k{k}", k, False))
+    for k in valid_ks(norm, hidden):
+        variants.append((f"persistent_k{k}", k, True))
+    ref_once, _ = runner(
+        torch, norm, kind, d, norm.launcher(kind, DTYPE, hidden, tokens, 0.0, k0, False)
+    )
+    want = ref_once()
+    funcs, info = {}, {}
+    for name, k, persistent in variants:
+        t0 = time.time()
+        launch = norm.launcher(kind, DTYPE, hidden, tokens, 0.0, k, persistent)
+        once, timed = runner(torch, norm, kind, d, launch)
+        got = once()
+        torch.cuda.synchronize()
+        equal = all(torch.equal(g, w) for g, w in zip(got, want))
+        diff = max(float((g.float() - w.float()).abs().max()) for g, w in zip(got, want))
+        threads = norm.plan(hidden, None, kind, k)[1]
+        info[name] = {
+            "k": k,
+            "persistent": persistent,
+            "threads": threads,
+            "ctas_per_sm": norm.rows_ctas_per_sm(kind, hidden, k) if persistent else None,
+            "equal": equal,
+            "must_match": k == k0,
+            "max_abs_diff": diff,
+            "compile_s": round(time.time() - t0, 2),
+        }
+        funcs[name] = timed
+    refs = {"flashinfer": flashinfer_builder(torch, kind, d)} if norm.flashinfer_available() else {}
+    res = toolchain.bench(funcs, references=refs, timer="proton", rounds=1, cooldown_s=0)
+    nbytes = ACT_BYTES[kind] * tokens * hidden
+    rows = []
+    for name, us in sorted(res.get("impls", {}).items(), key=lambda kv: kv[1] or 1e30):
+        row = {"kernel": kind, "tokens": tokens, "hidden": hidden, "variant": name, "us": us}
+        row["tbps"] = nbytes / (us * 1e-6) / 1e12 if us else None
+        row.update(info.get(name, {}))
+        row["host_default"] = name == (f"persistent_k{k0}" if host_persistent else f"row_k{k0}")
+        rows.append(row)
+        flag = ""
+        if name in info and not info[name]["equal"]:
+            flag = "  MISMATCH" if info[name]["must_match"] else "  (differs: other k)"
+        tb = f"{row['tbps']:.2f} TB/s" if row["tbps"] else "-"
+        star = " *" if row["host_default"] else ""
+        print_line(f"{kind:18s} {tokens:6d}x{hidden:<6d} {name:16s} {us:9.2f} us {tb}{star}{flag}")
+    for name, err in (res.get("errors") or {}).items():
+        rows.append(
+            {"kernel": kind, "tokens": tokens, "hidden": hidden, "variant": name, "error": str(err)}
+        )
+        print_line(f"{kind:18s} {tokens:6d}x{hidden:<6d} {name:16s} ERROR {str(err)[:200]}")
+    for name, why in (res.get("skipped") or {}).items():
+        print_line(f"{kind:18s} {tokens:6d}x{hidden:<6d} {name:16s} skipped: {str(why)[:200]}")
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", help="path of the JSON results")
+    ap.add_argument("--full", action="store_true", help="also time one-row kernels at every k")
+    ap.add_argument("--kinds", default=",".join(SHAPES), help="comma-separated subset")
+    ap.add_argument("--budget-s", type=float, default=230.0, help="start no shape after this")
+    args = ap.parse_args(argv)
+    kinds = [k for k in args.kinds.split(",") if k]
+    unknown = set(kinds) - set(SHAPES)
+    if unknown:
+        ap.error(f"unknown kinds {sorted(unknown)}; choose from {list(SHAPES)}")
+
+    try:
+        import torch
+    except ImportError:
+        print("norm_sweep: torch is not installed", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("norm_sweep: no CUDA GPU visible; run this on the H200", file=sys.stderr)
+        return 2
+    from tirx_kernels.core import toolchain
+    from tirx_kernels.flashinfer import _norm as norm
+
+    if toolchain.gpu_arch() != "sm_90a":
+        print(f"norm_sweep: needs an sm_90a GPU, found {toolchain.gpu_arch()}", file=sys.stderr)
+        return 2
+
+    start = time.time()
+    results = {
+        "device": torch.cuda.get_device_name(),
+        "sm_count": norm.sm_count(torch.cuda.current_device()),
+        "flashinfer": norm.flashinfer_available(),
+        "persistent_min_tokens": norm.PERSISTENT_MIN_TOKENS,
+        "persistent_min_ctas_per_sm": norm.PERSISTENT_MIN_CTAS_PER_SM,
+        "rows": [],
+        "failures": [],
+        "skipped": [],
+    }
+
+    def print_line(s):
+        print(s, flush=True)
+
+    for kind in kinds:
+        for tokens, hidden in SHAPES[kind]:
+            if time.time() - start > args.budget_s:
+                results["skipped"].append({"kernel": kind, "tokens": tokens, "hidden": hidden})
+                print_line(f"{kind:18s} {tokens:6d}x{hidden:<6d} skipped: past --budget-s")
+                continue
+            try:
+                rows = sweep_shape(
+                    torch, toolchain, norm, kind, tokens, hidden, args.full, print_line
+                )
+                results["rows"].extend(rows)
+            except Exception as e:  # one shape failing must not end the sweep
+                tb = traceback.format_exc(limit=3)
+                results["failures"].append(
+                    {
+                        "kernel": kind,
+                        "tokens": tokens,
+                        "hidden": hidden,
+                        "error": repr(e),
+                        "traceback": tb,
+                    }
+                )
+                print_line(f"{kind:18s} {tokens:6d}x{hidden:<6d} FAILED {type(e).__name__}: {e}")
+            with open(args.out, "w") as f:  # written after every shape: a kill keeps the rest
+                json.dump(results, f, indent=1)
+    results["wall_s"] = round(time.time() - start, 1)
+    with open(args.out, "w") as f:
+        json.dump(results, f, indent=1)
+    bad = [r for r in results["rows"] if r.get("must_match") and r.get("equal") is False]
+    print(
+        f"norm_sweep: {len(results['rows'])} rows, {len(results['failures'])} failed shapes, "
+        f"{len(bad)} same-k mismatches, {results['wall_s']} s -> {args.out}"
+    )
+    return 1 if results["failures"] or bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
