@@ -113,6 +113,8 @@ def sweep_shape(torch, toolchain, norm, kind, tokens, hidden, full, print_line):
             variants.append((f"row_k{k}", k, False))
     for k in valid_ks(norm, hidden):
         variants.append((f"persistent_k{k}", k, True))
+    if kind == "fused_add_rmsnorm":  # one-row kernel, weight loaded at use, 2 CTAs/SM
+        variants += [(f"late_w_k{k}", k, "late") for k in valid_ks(norm, hidden) if k in (2, 4)]
     ref_once, _ = runner(
         torch, norm, kind, d, norm.launcher(kind, DTYPE, hidden, tokens, 0.0, k0, False)
     )
@@ -120,7 +122,9 @@ def sweep_shape(torch, toolchain, norm, kind, tokens, hidden, full, print_line):
     funcs, info = {}, {}
     for name, k, persistent in variants:
         t0 = time.time()
-        launch = norm.launcher(kind, DTYPE, hidden, tokens, 0.0, k, persistent)
+        late = persistent == "late"
+        persistent = persistent is True
+        launch = norm.launcher(kind, DTYPE, hidden, tokens, 0.0, k, persistent, late_weight=late)
         once, timed = runner(torch, norm, kind, d, launch)
         got = once()
         torch.cuda.synchronize()

@@ -289,11 +289,18 @@ def make_rmsnorm(
 
 @functools.cache
 def make_fused_add_rmsnorm(
-    dtype: str, hidden: int, weight_bias: float, vecs_per_thread=None, persistent: bool = False
+    dtype: str,
+    hidden: int,
+    weight_bias: float,
+    vecs_per_thread=None,
+    persistent: bool = False,
+    late_weight: bool = False,
 ):
     """In place: x = I + R (fp32); R = T(x); I = T(x * rsqrt(mean(x^2) + eps) * (bias + w)).
 
     ``persistent``: as in :func:`make_rmsnorm` (trailing ``ctas``, ``w`` loaded once per CTA).
+    ``late_weight`` (one-row kernel): ``w`` is loaded just before its use instead of with the
+    row, freeing its registers across the reduction so two CTAs fit per SM (64 registers).
     """
     from tirx_kernels.core.toolchain import T
 
@@ -302,6 +309,7 @@ def make_fused_add_rmsnorm(
     warps = threads // 32
     exact = threads * k * VEC == hidden
     resident = rows_ctas_per_sm("fused_add_rmsnorm", hidden, k)  # persistent: CTAs per SM
+    late_ctas = max(1, 1024 // threads) if late_weight else 1  # a 64-register bound
     M = T.dynamic("M")
 
     @T.inline
@@ -319,7 +327,8 @@ def make_fused_add_rmsnorm(
             if exact or c < hidden:
                 iv[T.Ramp(it * VEC, 1, VEC)] = I[row, T.Ramp(c, 1, VEC)]
                 rv[T.Ramp(it * VEC, 1, VEC)] = R[row, T.Ramp(c, 1, VEC)]
-                if not persistent:  # the persistent kernel loaded w before its row loop
+                # the persistent kernel loaded w before its row loop; late_weight: below
+                if not persistent and not late_weight:
                     wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
             else:
                 for v in T.unroll(VEC):
@@ -344,6 +353,8 @@ def make_fused_add_rmsnorm(
         for it in T.unroll(k):
             c = (it * threads + tx) * VEC
             if exact or c < hidden:
+                if late_weight:
+                    wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
                 for v in T.unroll(VEC):
                     i = it * VEC + v
                     ov[v] = T.cast(
@@ -359,7 +370,10 @@ def make_fused_add_rmsnorm(
         eps: T.float32,
     ):
         T.func_attr({"tirx.noalias": True})
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=M, block=threads))
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=M, block=threads),
+            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=late_ctas),
+        )
         row = T.cuda.block_idx("x")
         tx = T.cuda.thread_idx("x")
         iv = T.alloc_local((k * VEC,), dtype)
@@ -560,6 +574,7 @@ def compiled(
     weight_bias: float = 0.0,
     vecs_per_thread=None,
     persistent: bool = False,
+    late_weight: bool = False,
 ):
     """The compiled executable for one static shape (tokens are dynamic).
 
@@ -570,7 +585,9 @@ def compiled(
     if kind == "rmsnorm":
         func = make_rmsnorm(dtype, hidden, weight_bias, vecs_per_thread, persistent)
     elif kind == "fused_add_rmsnorm":
-        func = make_fused_add_rmsnorm(dtype, hidden, weight_bias, vecs_per_thread, persistent)
+        func = make_fused_add_rmsnorm(
+            dtype, hidden, weight_bias, vecs_per_thread, persistent, late_weight
+        )
     elif kind == "layernorm":
         func = make_layernorm(hidden, vecs_per_thread, persistent)
     else:
@@ -603,6 +620,7 @@ def launcher(
     vecs_per_thread=None,
     persistent=None,
     device_index: int = 0,
+    late_weight: bool = False,
 ):
     """``f(*tensors, eps)`` launching the kernel for ``tokens >= 1`` rows.
 
@@ -612,7 +630,7 @@ def launcher(
     k = vecs_per_thread or plan(hidden, tokens, kind)[0]
     if persistent is None:
         persistent = use_persistent(kind, hidden, tokens, k)
-    exe = compiled(kind, dtype, hidden, weight_bias, k, persistent)
+    exe = compiled(kind, dtype, hidden, weight_bias, k, persistent, late_weight)
     if not persistent:
         return exe
     ctas = min(tokens, sm_count(device_index) * rows_ctas_per_sm(kind, hidden, k))
