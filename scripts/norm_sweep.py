@@ -1,16 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""Sweep the FlashInfer norm ports on the H200: one-CTA-per-row vs persistent "rows" kernels.
+"""Sweep the FlashInfer norm ports' schedules on the H200 (how _norm.schedule was picked).
 
     python scripts/norm_sweep.py OUT.json [--full] [--kinds rmsnorm,layernorm] [--budget-s 230]
 
 For each (kernel, shape) it times, with the proton timer (cold L2, one round, no cooldown):
-the one-row kernel at the host's vectors-per-thread ``k`` (the existing dispatch;
-``--full``: every valid k in 1/2/4/8), the persistent kernel at every valid k, and
-FlashInfer's op when ``import flashinfer`` works. Before timing, every variant's output is
-compared with ``torch.equal`` to the existing kernel's (one-row kernel at the host's k): a
-different k sums in a different order, so only same-k variants must match bit for bit
-(``must_match``; a miss there is reported as MISMATCH). TB/s counts activations only:
+the one-row kernel at plan()'s vectors-per-thread ``k`` (``--full``: every valid k in
+1/2/4/8), LayerNorm's persistent kernel and fused add's late-weight kernel at every valid k,
+and FlashInfer's op when ``import flashinfer`` works; ``*`` marks the host's schedule. Before
+timing, every variant's output is compared with ``torch.equal`` to the one-row kernel's at
+plan()'s k: a different k sums in a different order, so only same-k variants must match bit
+for bit (``must_match``; a miss there is reported as MISMATCH). TB/s counts activations only:
 rmsnorm and layernorm 2*M*H*2 bytes, fused_add_rmsnorm 4*M*H*2 (weights excluded).
 
 Compiles run here too (2-5 s each): ``--budget-s`` stops starting new shapes past it.
@@ -103,43 +103,52 @@ def flashinfer_builder(torch, kind, d):
     return build
 
 
+def variants_of(norm, kind, hidden, k0, full):
+    """(name, make_* keywords) of every schedule worth timing for one shape."""
+    ks = valid_ks(norm, hidden)
+    out = [(f"row_k{k}", {"vecs_per_thread": k}) for k in ks if full or k == k0]
+    if kind == "layernorm":
+        out += [(f"persistent_k{k}", {"vecs_per_thread": k, "persistent": True}) for k in ks]
+    if kind == "fused_add_rmsnorm":
+        out += [
+            (f"late_w_k{k}", {"vecs_per_thread": k, "late_weight": True}) for k in ks if k in (2, 4)
+        ]
+    return out
+
+
 def sweep_shape(torch, toolchain, norm, kind, tokens, hidden, full, print_line):
     d = make_data(torch, norm, kind, tokens, hidden)
     k0 = norm.plan(hidden, tokens, kind)[0]
-    host_persistent = norm.use_persistent(kind, hidden, tokens, k0)
-    variants = []  # (name, k, persistent)
-    for k in valid_ks(norm, hidden):
-        if full or k == k0:
-            variants.append((f"row_k{k}", k, False))
-    for k in valid_ks(norm, hidden):
-        variants.append((f"persistent_k{k}", k, True))
-    if kind == "fused_add_rmsnorm":  # one-row kernel, weight loaded at use, 2 CTAs/SM
-        variants += [(f"late_w_k{k}", k, "late") for k in valid_ks(norm, hidden) if k in (2, 4)]
+    host = norm.schedule(kind, hidden, tokens)
+    variants = variants_of(norm, kind, hidden, k0, full)
     ref_once, _ = runner(
-        torch, norm, kind, d, norm.launcher(kind, DTYPE, hidden, tokens, 0.0, k0, False)
+        torch,
+        norm,
+        kind,
+        d,
+        norm.launcher(kind, DTYPE, hidden, tokens, sched={"vecs_per_thread": k0}),
     )
     want = ref_once()
     funcs, info = {}, {}
-    for name, k, persistent in variants:
+    for name, sched in variants:
         t0 = time.time()
-        late = persistent == "late"
-        persistent = persistent is True
-        launch = norm.launcher(kind, DTYPE, hidden, tokens, 0.0, k, persistent, late_weight=late)
-        once, timed = runner(torch, norm, kind, d, launch)
+        k = sched["vecs_per_thread"]
+        once, timed = runner(
+            torch, norm, kind, d, norm.launcher(kind, DTYPE, hidden, tokens, sched=sched)
+        )
         got = once()
         torch.cuda.synchronize()
         equal = all(torch.equal(g, w) for g, w in zip(got, want))
         diff = max(float((g.float() - w.float()).abs().max()) for g, w in zip(got, want))
-        threads = norm.plan(hidden, None, kind, k)[1]
         info[name] = {
             "k": k,
-            "persistent": persistent,
-            "threads": threads,
-            "ctas_per_sm": norm.rows_ctas_per_sm(kind, hidden, k) if persistent else None,
+            "sched": sched,
+            "threads": norm.plan(hidden, None, kind, k)[1],
             "equal": equal,
             "must_match": k == k0,
             "max_abs_diff": diff,
             "compile_s": round(time.time() - t0, 2),
+            "host_default": sched == host,
         }
         funcs[name] = timed
     refs = {"flashinfer": flashinfer_builder(torch, kind, d)} if norm.flashinfer_available() else {}
@@ -150,13 +159,12 @@ def sweep_shape(torch, toolchain, norm, kind, tokens, hidden, full, print_line):
         row = {"kernel": kind, "tokens": tokens, "hidden": hidden, "variant": name, "us": us}
         row["tbps"] = nbytes / (us * 1e-6) / 1e12 if us else None
         row.update(info.get(name, {}))
-        row["host_default"] = name == (f"persistent_k{k0}" if host_persistent else f"row_k{k0}")
         rows.append(row)
         flag = ""
         if name in info and not info[name]["equal"]:
             flag = "  MISMATCH" if info[name]["must_match"] else "  (differs: other k)"
         tb = f"{row['tbps']:.2f} TB/s" if row["tbps"] else "-"
-        star = " *" if row["host_default"] else ""
+        star = " *" if row.get("host_default") else ""
         print_line(f"{kind:18s} {tokens:6d}x{hidden:<6d} {name:16s} {us:9.2f} us {tb}{star}{flag}")
     for name, err in (res.get("errors") or {}).items():
         rows.append(
@@ -200,8 +208,6 @@ def main(argv=None) -> int:
         "device": torch.cuda.get_device_name(),
         "sm_count": norm.sm_count(torch.cuda.current_device()),
         "flashinfer": norm.flashinfer_available(),
-        "persistent_min_tokens": norm.PERSISTENT_MIN_TOKENS,
-        "persistent_min_ctas_per_sm": norm.PERSISTENT_MIN_CTAS_PER_SM,
         "rows": [],
         "failures": [],
         "skipped": [],

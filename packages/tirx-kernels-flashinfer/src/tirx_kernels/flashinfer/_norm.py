@@ -25,11 +25,9 @@ Changed (performance, same arithmetic): the row lives in registers instead of be
 twice (RMSNorm) or staged in shared memory (fused add, LayerNorm); the weight is loaded with
 the row, before the reduction; the cross-warp step is done by every warp after a single
 barrier; the block is ``ceil(d / (8 * vecs_per_thread))`` threads (rounded up to a warp)
-instead of ``min(1024, d / 8)``. Above ``SMALL_BATCH`` tokens the host launches a persistent
-"rows" kernel (``persistent=True``): ``ctas = min(tokens, SMs * resident CTAs per SM)`` CTAs
-load the weight (LayerNorm: fp32 gamma and beta) into registers once and walk rows
-``bid, bid + ctas, ...`` with the same per-row code, instead of one CTA per row reloading it
-from L2; ``PERSISTENT_MIN_TOKENS`` / ``PERSISTENT_MIN_CTAS_PER_SM`` gate it. No PDL
+instead of ``min(1024, d / 8)``. Above ``SMALL_BATCH`` tokens (see :func:`schedule`): LayerNorm
+with ``hidden <= 2048`` runs a persistent kernel holding gamma and beta in registers across
+rows, and fused add loads the weight at its use so two CTAs fit per SM. No PDL
 (``griddepcontrol``) and contiguous rows only.
 
 Dispatch domain of the port: dtype bfloat16 or float16 (LayerNorm: bfloat16 input, float32
@@ -60,6 +58,8 @@ _TEST_SHAPES = [
     ("bfloat16", 16384, 8192),
     ("float16", 33, 4096),
     ("float16", 2047, 11008),
+    ("bfloat16", 1025, 16384),  # fused add: late weight at 1024 threads
+    ("float16", 3001, 1000),  # tail lanes in every row, late weight at 128 threads
 ]
 _BENCH_SHAPES = [
     ("bfloat16", 1, 4096),
@@ -125,102 +125,58 @@ def plan(
     return k, threads
 
 
-# Persistent "rows" schedule: at most the resident CTAs, each loads the weight once and walks
-# rows bid, bid + ctas, ... (the one-CTA-per-row kernels reload it from L2 for every row).
-# Not yet measured on the H200: set PERSISTENT_MIN_TOKENS = None to dispatch the old kernels.
-PERSISTENT_MIN_TOKENS = SMALL_BATCH + 1  # host goes persistent from here (never below it)
-# A lone resident CTA serializes its rows (load, barriers, store) with nothing to overlap
-# them: stay one CTA per row unless the kernel keeps at least this many CTAs per SM.
-PERSISTENT_MIN_CTAS_PER_SM = 2
+# Host schedules beyond plan(), each picked from an H200 sweep (scripts/norm_sweep.py, proton,
+# 16384 tokens unless noted; µs):
+# - LayerNorm, hidden <= 2048: a persistent "rows" kernel holding fp32 gamma and beta in
+#   registers (h2048: 37.97 vs 41.52 one-row). From 4096 up it loses (h4096 76.57 vs 69.06,
+#   h16384 356.51 vs 289.18); so did persistent RMSNorm (h4096 72.11 vs 68.06) and fused add
+#   (h16384 549.84 vs 522.84), which were dropped.
+# - Fused add: the weight loaded at its use, not with the row (``late_weight``): two CTAs per
+#   SM at 512 threads; h16384 wants 1024 threads (517.22 vs 522.84 one-row, FlashInfer 522.82;
+#   h4096 132.37 vs 133.43; 4113 x 11008 89.66 vs 90.14).
+PERSISTENT_LAYERNORM_MAX_HIDDEN = 2048
+PERSISTENT_LAYERNORM_K = 2
 REGS_PER_SM = 65536
 THREADS_PER_SM = 2048
-MAX_CTAS_PER_SM = 32
-# Registers per thread of the persistent kernels at k vectors per thread: a + b * k, the
+# Registers per thread of the persistent LayerNorm at k vectors per thread: 16 + 24 k, the
 # smallest spill-free -maxrregcount found by ptxas (CUDA 13.0, sm_90a) for k = 1, 2, 4, 8.
-_ROWS_REGS = {"rmsnorm": (16, 16), "fused_add_rmsnorm": (24, 16), "layernorm": (16, 24)}
+_ROWS_REGS = (16, 24)
 
 
-def rows_ctas_per_sm(kind: str, hidden: int, vecs_per_thread=None) -> int:
-    """Resident CTAs per SM of the persistent kernel: its min_blocks_per_sm and the host grid."""
-    k, threads = plan(hidden, None, kind, vecs_per_thread)
-    a, b = _ROWS_REGS[kind]
+def rows_ctas_per_sm(hidden: int, vecs_per_thread=None) -> int:
+    """Resident CTAs per SM of the persistent LayerNorm: its min_blocks_per_sm and host grid."""
+    k, threads = plan(hidden, None, "layernorm", vecs_per_thread)
+    a, b = _ROWS_REGS
     regs = min(255, -(-(a + b * k) // 8) * 8)  # allocated in units of 8 per thread
     # the register file is 4 quarters, one per scheduler: warps are spread over them
     quarter = REGS_PER_SM // 4 // (32 * regs)  # warps per quarter
-    n = min(THREADS_PER_SM // threads, MAX_CTAS_PER_SM)
+    n = THREADS_PER_SM // threads
     while n > 1 and -(-n * threads // 32 // 4) > quarter:
         n -= 1
     return n
 
 
-def use_persistent(kind: str, hidden: int, tokens: int | None, vecs_per_thread=None) -> bool:
-    """The host's schedule choice (``tokens=None``: a large batch)."""
-    if PERSISTENT_MIN_TOKENS is None or (tokens is not None and tokens <= SMALL_BATCH):
-        return False
-    if tokens is not None and tokens < PERSISTENT_MIN_TOKENS:
-        return False
-    return rows_ctas_per_sm(kind, hidden, vecs_per_thread) >= PERSISTENT_MIN_CTAS_PER_SM
+def schedule(kind: str, hidden: int, tokens: int | None) -> dict:
+    """The host's kernel choice for ``tokens`` rows (None: a large batch): make_* keywords."""
+    large = tokens is None or tokens > SMALL_BATCH
+    k = plan(hidden, tokens, kind)[0]
+    if large and kind == "layernorm" and hidden <= PERSISTENT_LAYERNORM_MAX_HIDDEN:
+        return {"vecs_per_thread": PERSISTENT_LAYERNORM_K, "persistent": True}
+    if large and kind == "fused_add_rmsnorm":
+        return {"vecs_per_thread": 2 if hidden >= 16384 else k, "late_weight": True}
+    return {"vecs_per_thread": k}
 
 
 @functools.cache
-def make_rmsnorm(
-    dtype: str, hidden: int, weight_bias: float, vecs_per_thread=None, persistent: bool = False
-):
-    """out[m] = T(float(x[m]) * rsqrt(mean(x[m]^2) + eps) * (weight_bias + float(w))).
-
-    ``persistent``: the kernel takes a trailing ``ctas: int32`` (grid size, ``1 <= ctas``;
-    the host passes ``ctas <= M``), loads ``w`` once per CTA and walks rows
-    ``bid, bid + ctas, ...``; the arithmetic of a row is the same code as the one-row kernel.
-    """
+def make_rmsnorm(dtype: str, hidden: int, weight_bias: float, vecs_per_thread=None):
+    """out[m] = T(float(x[m]) * rsqrt(mean(x[m]^2) + eps) * (weight_bias + float(w)))."""
     from tirx_kernels.core.toolchain import T
 
     check_domain(dtype, hidden)
     k, threads = plan(hidden, None, "rmsnorm", vecs_per_thread)
     warps = threads // 32
     exact = threads * k * VEC == hidden
-    resident = rows_ctas_per_sm("rmsnorm", hidden, k)  # persistent: CTAs per SM
     M = T.dynamic("M")
-
-    @T.inline
-    def load_w(W, wr, tx):
-        for it in T.unroll(k):
-            c = (it * threads + tx) * VEC
-            if exact or c < hidden:
-                wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
-
-    @T.inline
-    def one_row(X, W, Y, eps, row, tx, slot, xr, wr, yr, red, acc, rr):
-        acc[0] = T.float32(0)
-        for it in T.unroll(k):
-            c = (it * threads + tx) * VEC
-            if exact or c < hidden:
-                xr[T.Ramp(it * VEC, 1, VEC)] = X[row, T.Ramp(c, 1, VEC)]
-                if not persistent:  # the persistent kernel loaded w before its row loop
-                    wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
-            else:
-                for v in T.unroll(VEC):
-                    xr[it * VEC + v] = T.cast(T.float32(0), dtype)
-        for i in T.unroll(k * VEC):
-            acc[0] = acc[0] + T.cast(xr[i], "float32") * T.cast(xr[i], "float32")
-        # CTA sum: warp shuffle, partials to shared memory, one barrier, every warp sums them
-        part = T.cuda.warp_sum(acc[0])
-        if tx % 32 == 0:
-            red[slot + tx // 32] = part
-        T.cuda.cta_sync()
-        tot = T.cuda.warp_sum(T.if_then_else(tx % 32 < warps, red[slot + tx % 32], T.float32(0)))
-        rr[0] = T.rsqrt(tot / T.float32(hidden) + eps)
-        for it in T.unroll(k):
-            c = (it * threads + tx) * VEC
-            if exact or c < hidden:
-                for v in T.unroll(VEC):
-                    i = it * VEC + v
-                    yr[v] = T.cast(
-                        T.cast(xr[i], "float32")
-                        * rr[0]
-                        * (T.float32(weight_bias) + T.cast(wr[i], "float32")),
-                        dtype,
-                    )
-                Y[row, T.Ramp(c, 1, VEC)] = yr[T.Ramp(0, 1, VEC)]
 
     @T.function
     def rmsnorm(
@@ -239,68 +195,49 @@ def make_rmsnorm(
         red = T.alloc_shared((32,), "float32")
         acc = T.alloc_local((1,), "float32")
         rr = T.alloc_local((1,), "float32")
-        one_row(X, W, Y, eps, row, tx, 0, xr, wr, yr, red, acc, rr)
+        acc[0] = T.float32(0)
+        for it in T.unroll(k):
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:
+                xr[T.Ramp(it * VEC, 1, VEC)] = X[row, T.Ramp(c, 1, VEC)]
+                wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
+            else:
+                for v in T.unroll(VEC):
+                    xr[it * VEC + v] = T.cast(T.float32(0), dtype)
+        for i in T.unroll(k * VEC):
+            acc[0] = acc[0] + T.cast(xr[i], "float32") * T.cast(xr[i], "float32")
+        # CTA sum: warp shuffle, partials to shared memory, one barrier, every warp sums them
+        part = T.cuda.warp_sum(acc[0])
+        if tx % 32 == 0:
+            red[tx // 32] = part
+        T.cuda.cta_sync()
+        tot = T.cuda.warp_sum(T.if_then_else(tx % 32 < warps, red[tx % 32], T.float32(0)))
+        rr[0] = T.rsqrt(tot / T.float32(hidden) + eps)
+        for it in T.unroll(k):
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:
+                for v in T.unroll(VEC):
+                    i = it * VEC + v
+                    yr[v] = T.cast(
+                        T.cast(xr[i], "float32")
+                        * rr[0]
+                        * (T.float32(weight_bias) + T.cast(wr[i], "float32")),
+                        dtype,
+                    )
+                Y[row, T.Ramp(c, 1, VEC)] = yr[T.Ramp(0, 1, VEC)]
 
-    @T.function
-    def rmsnorm_rows(
-        X: T.Tensor((M, hidden), dtype, align=16),
-        W: T.Tensor((hidden,), dtype, align=16),
-        Y: T.Tensor((M, hidden), dtype, align=16),
-        eps: T.float32,
-        ctas: T.int32,
-    ):
-        T.func_attr({"tirx.noalias": True})
-        T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=ctas, block=threads),
-            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=resident),
-        )
-        bid = T.cuda.block_idx("x")
-        tx = T.cuda.thread_idx("x")
-        xr = T.alloc_local((k * VEC,), dtype)
-        wr = T.alloc_local((k * VEC,), dtype)
-        yr = T.alloc_local((VEC,), dtype)
-        red = T.alloc_shared((64,), "float32")
-        acc = T.alloc_local((1,), "float32")
-        rr = T.alloc_local((1,), "float32")
-        if bid < M:
-            load_w(W, wr, tx)
-            # One barrier per row: partials alternate halves of `red` by row parity, so a
-            # warp already writing row r + 1 cannot clobber row r's partials a slower warp is
-            # still summing (reuse two rows later is behind row r + 1's barrier).
-            for r in range(T.truncdiv(M - bid + ctas - 1, ctas)):  # bid < M, ctas >= 1
-                one_row(
-                    X,
-                    W,
-                    Y,
-                    eps,
-                    bid + r * ctas,
-                    tx,
-                    T.truncmod(r, 2) * 32,
-                    xr,
-                    wr,
-                    yr,
-                    red,
-                    acc,
-                    rr,
-                )
-
-    return rmsnorm_rows if persistent else rmsnorm
+    return rmsnorm
 
 
 @functools.cache
 def make_fused_add_rmsnorm(
-    dtype: str,
-    hidden: int,
-    weight_bias: float,
-    vecs_per_thread=None,
-    persistent: bool = False,
-    late_weight: bool = False,
+    dtype: str, hidden: int, weight_bias: float, vecs_per_thread=None, late_weight: bool = False
 ):
     """In place: x = I + R (fp32); R = T(x); I = T(x * rsqrt(mean(x^2) + eps) * (bias + w)).
 
-    ``persistent``: as in :func:`make_rmsnorm` (trailing ``ctas``, ``w`` loaded once per CTA).
-    ``late_weight`` (one-row kernel): ``w`` is loaded just before its use instead of with the
-    row, freeing its registers across the reduction so two CTAs fit per SM (64 registers).
+    ``late_weight``: ``w`` is loaded just before its use instead of with the row, freeing its
+    registers across the reduction; with a 64-register launch bound two 512-thread CTAs fit
+    per SM, so one CTA's loads overlap the other's reduction and stores.
     """
     from tirx_kernels.core.toolchain import T
 
@@ -308,27 +245,38 @@ def make_fused_add_rmsnorm(
     k, threads = plan(hidden, None, "fused_add_rmsnorm", vecs_per_thread)
     warps = threads // 32
     exact = threads * k * VEC == hidden
-    resident = rows_ctas_per_sm("fused_add_rmsnorm", hidden, k)  # persistent: CTAs per SM
-    late_ctas = max(1, 1024 // threads) if late_weight else 1  # a 64-register bound
+    ctas_per_sm = max(1, 1024 // threads) if late_weight else 1
     M = T.dynamic("M")
 
-    @T.inline
-    def load_w(W, wr, tx):
-        for it in T.unroll(k):
-            c = (it * threads + tx) * VEC
-            if exact or c < hidden:
-                wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
-
-    @T.inline
-    def one_row(I, R, W, eps, row, tx, slot, iv, rv, wr, xf, ov, red, acc, rs):  # noqa: E741
+    @T.function
+    def fused_add_rmsnorm(
+        I: T.Tensor((M, hidden), dtype, align=16),  # noqa: E741 - upstream's "input"
+        R: T.Tensor((M, hidden), dtype, align=16),
+        W: T.Tensor((hidden,), dtype, align=16),
+        eps: T.float32,
+    ):
+        T.func_attr({"tirx.noalias": True})
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=M, block=threads),
+            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=ctas_per_sm),
+        )
+        row = T.cuda.block_idx("x")
+        tx = T.cuda.thread_idx("x")
+        iv = T.alloc_local((k * VEC,), dtype)
+        rv = T.alloc_local((k * VEC,), dtype)
+        wr = T.alloc_local((k * VEC,), dtype)
+        xf = T.alloc_local((k * VEC,), "float32")
+        ov = T.alloc_local((VEC,), dtype)
+        red = T.alloc_shared((32,), "float32")
+        acc = T.alloc_local((1,), "float32")
+        rs = T.alloc_local((1,), "float32")
         acc[0] = T.float32(0)
         for it in T.unroll(k):
             c = (it * threads + tx) * VEC
             if exact or c < hidden:
                 iv[T.Ramp(it * VEC, 1, VEC)] = I[row, T.Ramp(c, 1, VEC)]
                 rv[T.Ramp(it * VEC, 1, VEC)] = R[row, T.Ramp(c, 1, VEC)]
-                # the persistent kernel loaded w before its row loop; late_weight: below
-                if not persistent and not late_weight:
+                if not late_weight:
                     wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
             else:
                 for v in T.unroll(VEC):
@@ -346,9 +294,9 @@ def make_fused_add_rmsnorm(
         # CTA sum: warp shuffle, partials to shared memory, one barrier, every warp sums them
         part = T.cuda.warp_sum(acc[0])
         if tx % 32 == 0:
-            red[slot + tx // 32] = part
+            red[tx // 32] = part
         T.cuda.cta_sync()
-        tot = T.cuda.warp_sum(T.if_then_else(tx % 32 < warps, red[slot + tx % 32], T.float32(0)))
+        tot = T.cuda.warp_sum(T.if_then_else(tx % 32 < warps, red[tx % 32], T.float32(0)))
         rs[0] = T.rsqrt(tot / T.float32(hidden) + eps)
         for it in T.unroll(k):
             c = (it * threads + tx) * VEC
@@ -362,84 +310,17 @@ def make_fused_add_rmsnorm(
                     )
                 I[row, T.Ramp(c, 1, VEC)] = ov[T.Ramp(0, 1, VEC)]
 
-    @T.function
-    def fused_add_rmsnorm(
-        I: T.Tensor((M, hidden), dtype, align=16),  # noqa: E741 - upstream's "input"
-        R: T.Tensor((M, hidden), dtype, align=16),
-        W: T.Tensor((hidden,), dtype, align=16),
-        eps: T.float32,
-    ):
-        T.func_attr({"tirx.noalias": True})
-        T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=M, block=threads),
-            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=late_ctas),
-        )
-        row = T.cuda.block_idx("x")
-        tx = T.cuda.thread_idx("x")
-        iv = T.alloc_local((k * VEC,), dtype)
-        rv = T.alloc_local((k * VEC,), dtype)
-        wr = T.alloc_local((k * VEC,), dtype)
-        xf = T.alloc_local((k * VEC,), "float32")
-        ov = T.alloc_local((VEC,), dtype)
-        red = T.alloc_shared((32,), "float32")
-        acc = T.alloc_local((1,), "float32")
-        rs = T.alloc_local((1,), "float32")
-        one_row(I, R, W, eps, row, tx, 0, iv, rv, wr, xf, ov, red, acc, rs)
-
-    @T.function
-    def fused_add_rmsnorm_rows(
-        I: T.Tensor((M, hidden), dtype, align=16),  # noqa: E741 - upstream's "input"
-        R: T.Tensor((M, hidden), dtype, align=16),
-        W: T.Tensor((hidden,), dtype, align=16),
-        eps: T.float32,
-        ctas: T.int32,
-    ):
-        T.func_attr({"tirx.noalias": True})
-        T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=ctas, block=threads),
-            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=resident),
-        )
-        bid = T.cuda.block_idx("x")
-        tx = T.cuda.thread_idx("x")
-        iv = T.alloc_local((k * VEC,), dtype)
-        rv = T.alloc_local((k * VEC,), dtype)
-        wr = T.alloc_local((k * VEC,), dtype)
-        xf = T.alloc_local((k * VEC,), "float32")
-        ov = T.alloc_local((VEC,), dtype)
-        red = T.alloc_shared((64,), "float32")
-        acc = T.alloc_local((1,), "float32")
-        rs = T.alloc_local((1,), "float32")
-        if bid < M:
-            load_w(W, wr, tx)
-            # partials double-buffered by row parity: see make_rmsnorm
-            for r in range(T.truncdiv(M - bid + ctas - 1, ctas)):  # bid < M, ctas >= 1
-                one_row(
-                    I,
-                    R,
-                    W,
-                    eps,
-                    bid + r * ctas,
-                    tx,
-                    T.truncmod(r, 2) * 32,
-                    iv,
-                    rv,
-                    wr,
-                    xf,
-                    ov,
-                    red,
-                    acc,
-                    rs,
-                )
-
-    return fused_add_rmsnorm_rows if persistent else fused_add_rmsnorm
+    return fused_add_rmsnorm
 
 
 @functools.cache
 def make_layernorm(hidden: int, vecs_per_thread=None, persistent: bool = False):
     """out[m] = bf16((x - mean) * rsqrt(var + eps) * gamma + beta); x bf16, gamma/beta fp32.
 
-    ``persistent``: as in :func:`make_rmsnorm`; gamma and beta (fp32, twice the bytes of a
-    row) are held in registers across the rows instead of reloaded per row from L2.
+    ``persistent``: the kernel takes a trailing ``ctas: int32`` (grid size, the host passes
+    ``1 <= ctas <= M``) and walks rows ``bid, bid + ctas, ...``, holding gamma and beta (fp32,
+    twice the bytes of a row) in registers instead of reloading them per row from L2; a row's
+    arithmetic is the same code as the one-row kernel's.
     """
     from tirx_kernels.core.toolchain import T
 
@@ -448,7 +329,7 @@ def make_layernorm(hidden: int, vecs_per_thread=None, persistent: bool = False):
     k, threads = plan(hidden, None, "layernorm", vecs_per_thread)
     warps = threads // 32
     exact = threads * k * VEC == hidden
-    resident = rows_ctas_per_sm("layernorm", hidden, k)  # persistent: CTAs per SM
+    resident = rows_ctas_per_sm(hidden, k)  # persistent: CTAs per SM
     gvecs = k if persistent else 1  # gamma/beta vectors held per thread
     M = T.dynamic("M")
 
@@ -566,44 +447,28 @@ def make_layernorm(hidden: int, vecs_per_thread=None, persistent: bool = False):
     return layernorm_rows if persistent else layernorm
 
 
-@functools.cache
-def compiled(
-    kind: str,
-    dtype: str,
-    hidden: int,
-    weight_bias: float = 0.0,
-    vecs_per_thread=None,
-    persistent: bool = False,
-    late_weight: bool = False,
-):
-    """The compiled executable for one static shape (tokens are dynamic).
+def make(kind: str, dtype: str, hidden: int, weight_bias: float = 0.0, **sched):
+    """The PrimFunc of ``kind`` for one static shape; ``sched``: :func:`schedule`'s keywords."""
+    if kind == "rmsnorm":
+        return make_rmsnorm(dtype, hidden, weight_bias, **sched)
+    if kind == "fused_add_rmsnorm":
+        return make_fused_add_rmsnorm(dtype, hidden, weight_bias, **sched)
+    if kind == "layernorm":
+        return make_layernorm(hidden, **sched)
+    raise ValueError(f"unknown norm kind {kind!r}")
 
-    A persistent executable takes a trailing ``ctas`` (see :func:`launcher`).
-    """
+
+@functools.cache
+def _compiled(kind: str, dtype: str, hidden: int, weight_bias: float, sched: tuple):
     from tirx_kernels.core import toolchain
 
-    if kind == "rmsnorm":
-        func = make_rmsnorm(dtype, hidden, weight_bias, vecs_per_thread, persistent)
-    elif kind == "fused_add_rmsnorm":
-        func = make_fused_add_rmsnorm(
-            dtype, hidden, weight_bias, vecs_per_thread, persistent, late_weight
-        )
-    elif kind == "layernorm":
-        func = make_layernorm(hidden, vecs_per_thread, persistent)
-    else:
-        raise ValueError(f"unknown norm kind {kind!r}")
+    func = make(kind, dtype, hidden, weight_bias, **dict(sched))
     return toolchain.compile(func, toolchain.gpu_arch() or "sm_90a")
 
 
 def kernel_for(kind: str, dtype: str, hidden: int, tokens=None, weight_bias: float = 0.0):
     """The PrimFunc the host dispatches for ``tokens`` rows (get_kernel of the modules)."""
-    k = plan(hidden, tokens, kind)[0]
-    persistent = use_persistent(kind, hidden, tokens, k)
-    if kind == "rmsnorm":
-        return make_rmsnorm(dtype, hidden, weight_bias, k, persistent)
-    if kind == "fused_add_rmsnorm":
-        return make_fused_add_rmsnorm(dtype, hidden, weight_bias, k, persistent)
-    return make_layernorm(hidden, k, persistent)
+    return make(kind, dtype, hidden, weight_bias, **schedule(kind, hidden, tokens))
 
 
 @functools.cache
@@ -617,23 +482,20 @@ def launcher(
     hidden: int,
     tokens: int,
     weight_bias: float = 0.0,
-    vecs_per_thread=None,
-    persistent=None,
+    sched: dict | None = None,
     device_index: int = 0,
-    late_weight: bool = False,
 ):
     """``f(*tensors, eps)`` launching the kernel for ``tokens >= 1`` rows.
 
-    ``vecs_per_thread`` / ``persistent`` None: the host's choice (:func:`plan`,
-    :func:`use_persistent`); the persistent grid is ``min(tokens, SMs * resident CTAs)``.
+    ``sched``: make_* keywords (default: the host's :func:`schedule`); a persistent kernel
+    gets ``ctas = min(tokens, SMs * resident CTAs per SM)`` appended.
     """
-    k = vecs_per_thread or plan(hidden, tokens, kind)[0]
-    if persistent is None:
-        persistent = use_persistent(kind, hidden, tokens, k)
-    exe = compiled(kind, dtype, hidden, weight_bias, k, persistent, late_weight)
-    if not persistent:
+    sched = schedule(kind, hidden, tokens) if sched is None else sched
+    exe = _compiled(kind, dtype, hidden, float(weight_bias), tuple(sorted(sched.items())))
+    if not sched.get("persistent"):
         return exe
-    ctas = min(tokens, sm_count(device_index) * rows_ctas_per_sm(kind, hidden, k))
+    k = sched.get("vecs_per_thread")
+    ctas = min(tokens, sm_count(device_index) * rows_ctas_per_sm(hidden, k))
     return lambda *args: exe(*args, ctas)
 
 

@@ -42,6 +42,8 @@ TEST_SHAPES = [
     (127, 5120),
     (4113, 11008),
     (16384, 8192),
+    (3001, 2048),  # the persistent schedule, rows not a multiple of its grid
+    (4113, 1000),  # persistent, tail lanes in every row
 ]
 BENCH_SHAPES = [
     (1, 4096),

@@ -209,7 +209,10 @@ DTYPES = ("bfloat16", "float16")
 HEAD_DIMS = (64, 128, 256)
 POS_DTYPES = ("int32", "int64")
 THREADS = 128
-MIN_CTAS_PER_SM = 12  # launch bound: caps registers at 40 so 1536 threads stay resident
+# Launch bound: caps registers at 40 so 1536 threads stay resident. An H200 sweep (proton,
+# t16384 d128: 89.80 µs at 12, 89.28 at 8, 88.85 at 8 with the next head's loads prefetched
+# into a second register buffer) found no schedule worth its code over this one.
+MIN_CTAS_PER_SM = 12
 PAIRS = 8  # rotation pairs per thread: two 16-byte vectors of a head
 
 
@@ -251,14 +254,11 @@ def get_kernel(
     pos_dtype="int32",
     threads=THREADS,
     min_ctas=MIN_CTAS_PER_SM,
-    prefetch=False,
     **_,
 ):
     """The TIRx kernel for one static shape family; the token count is dynamic.
 
     Runtime scalars: ``groups`` (gridDim.y, head groups), ``rcp_scale``, ``rcp_theta``.
-    ``prefetch``: loop over the CTA's heads two at a time with a register double buffer, so
-    the next head's loads are in flight while the current one rotates and stores.
     """
     _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype)
     T = toolchain.T
@@ -349,70 +349,16 @@ def get_kernel(
                 rotate(a, o, cs, sn)
                 store_head(Q, K, tok, tx, h, o)
 
-    @T.function
-    def rope_prefetch(
-        Q: T.Tensor((n, hq, head_dim), dtype),
-        K: T.Tensor((n, hk, head_dim), dtype),
-        pos: T.Tensor((n,), pos_dtype),
-        groups: T.int32,
-        rcp_scale: T.float32,
-        rcp_theta: T.float32,
-    ):
-        T.func_attr({"tirx.noalias": True})
-        T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=(T.ceildiv(n, bdy), groups), block=threads),
-            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=min_ctas),
-        )
-        tid = T.cuda.thread_idx("x")
-        tx = tid % bdx
-        tok = T.cuda.block_idx("x") * bdy + tid // bdx
-        gy = T.cuda.block_idx("y")
-        cs = T.alloc_local((PAIRS,), f32)
-        sn = T.alloc_local((PAIRS,), f32)
-        a = T.alloc_local((2 * PAIRS,), dtype)
-        b = T.alloc_local((2 * PAIRS,), dtype)
-        o = T.alloc_local((2 * PAIRS,), dtype)
-        if tok < n:
-            cnt = T.ceildiv(hq + hk - gy, groups)  # heads gy, gy + groups, ... of this CTA
-            p = T.cast(pos[tok], f32)
-            load_head(Q, K, tok, tx, gy, a)
-            trig(p, tx, cs, sn, rcp_theta, rcp_scale)
-            for it in range(T.ceildiv(cnt, 2)):
-                h = gy + 2 * it * groups
-                if 2 * it + 1 < cnt:
-                    load_head(Q, K, tok, tx, h + groups, b)
-                rotate(a, o, cs, sn)
-                store_head(Q, K, tok, tx, h, o)
-                if 2 * it + 2 < cnt:
-                    load_head(Q, K, tok, tx, h + 2 * groups, a)
-                if 2 * it + 1 < cnt:
-                    rotate(b, o, cs, sn)
-                    store_head(Q, K, tok, tx, h + groups, o)
-
-    return rope_prefetch if prefetch else rope
+    return rope
 
 
 @functools.cache
 def _compiled(
-    dtype,
-    head_dim,
-    num_q_heads,
-    num_kv_heads,
-    interleave,
-    pos_dtype,
-    min_ctas=MIN_CTAS_PER_SM,
-    prefetch=False,
+    dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, min_ctas=MIN_CTAS_PER_SM
 ):
     return toolchain.compile(
         get_kernel(
-            dtype,
-            head_dim,
-            num_q_heads,
-            num_kv_heads,
-            interleave,
-            pos_dtype,
-            min_ctas=min_ctas,
-            prefetch=prefetch,
+            dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, min_ctas=min_ctas
         )
     )
 
