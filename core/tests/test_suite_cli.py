@@ -326,3 +326,12 @@ def test_real_children_killed_on_ctrl_c(tmp_path, child_family, clean_git):
     pid = int(log.split()[1])
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+@pytest.mark.parametrize("var,value", [("TIRX_SUITE_GIT_COMMIT", "ref: refs/heads/main"),
+                                       ("TIRX_SUITE_GIT_DIRTY", "no")])
+def test_bad_git_environment_is_refused_before_running(tmp_path, capsys, monkeypatch, var, value):
+    monkeypatch.setenv(var, value)
+    code, doc, _ = run_cli(tmp_path, suite(tmp_path, ("pass",)))
+    assert code == 2 and doc is None  # nothing ran, no run file
+    assert var in capsys.readouterr().err

@@ -35,7 +35,15 @@ from .executor import ChildExecutor
 from .gpus import LockPool, NullMonitor, SmiMonitor, inventory
 from .plot import write_ratio_plot
 from .report import run_report
-from .results import RunFileError, load_run, new_run_id, provenance, run_document, save_json
+from .results import (
+    RunFileError,
+    env_git_problem,
+    load_run,
+    new_run_id,
+    provenance,
+    run_document,
+    save_json,
+)
 from .scheduler import Events, Outcome, Scheduler
 
 PROG = "tirx-suite"
@@ -230,6 +238,9 @@ def _validate(args) -> None:
         raise UsageError("--rounds must be >= 1, --cooldown >= 0, --timeout > 0, --retries >= 0")
     if args.threshold is not None and args.threshold <= 0:
         raise UsageError("--threshold is a percentage > 0")
+    problem = env_git_problem()
+    if problem:
+        raise UsageError(problem)
 
 
 def _choose_gpus(gpus, spec: str | None):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import subprocess
 import time
 from dataclasses import asdict
@@ -67,6 +68,18 @@ def versions(extra_distributions=()) -> dict[str, str | None]:
             if name in TRACKED_DISTRIBUTIONS[:3]:
                 out[name] = None  # the core three are always reported
     return out
+
+
+def env_git_problem() -> str | None:
+    """Why TIRX_SUITE_GIT_COMMIT / TIRX_SUITE_GIT_DIRTY, when set, are unusable (else None):
+    a run recording ``ref: refs/heads/main`` as its commit could never be promoted cleanly."""
+    commit, dirty = os.environ.get(ENV_GIT_COMMIT), os.environ.get(ENV_GIT_DIRTY)
+    if commit is not None and not re.fullmatch(r"[0-9a-f]{7,40}", commit.strip()):
+        return (f"{ENV_GIT_COMMIT}={commit!r} is not a commit hash; fix: set it to "
+                "`git rev-parse HEAD` of the checkout the run uses")
+    if dirty is not None and dirty.strip() not in ("0", "1"):
+        return f"{ENV_GIT_DIRTY}={dirty!r} must be 0 (clean checkout) or 1 (uncommitted changes)"
+    return None
 
 
 def git_state(where: Path | None = None) -> dict:
