@@ -6,7 +6,8 @@
 
 For each (kernel, shape) it times, with the proton timer (cold L2, one round, no cooldown):
 the one-row kernel at plan()'s vectors-per-thread ``k`` (``--full``: every valid k in
-1/2/4/8), LayerNorm's persistent kernel and fused add's late-weight kernel at every valid k,
+1/2/4/8), LayerNorm's persistent kernel at every valid k, fused add's late-weight kernel at
+k = 2, 4 and the host's k,
 and FlashInfer's op when ``import flashinfer`` works; ``*`` marks the host's schedule. Before
 timing, every variant's output is compared with ``torch.equal`` to the one-row kernel's at
 plan()'s k: a different k sums in a different order, so only same-k variants must match bit
@@ -111,7 +112,7 @@ def variants_of(norm, kind, hidden, k0, full):
         out += [(f"persistent_k{k}", {"vecs_per_thread": k, "persistent": True}) for k in ks]
     if kind == "fused_add_rmsnorm":
         out += [
-            (f"late_w_k{k}", {"vecs_per_thread": k, "late_weight": True}) for k in ks if k in (2, 4)
+            (f"late_w_k{k}", {"vecs_per_thread": k, "late_weight": True}) for k in ks if k in (2, 4, k0)
         ]
     return out
 

@@ -70,14 +70,19 @@ def versions(extra_distributions=()) -> dict[str, str | None]:
     return out
 
 
+def _env(name: str) -> str | None:
+    """The stripped value of an environment variable; unset or blank: None."""
+    return os.environ.get(name, "").strip() or None
+
+
 def env_git_problem() -> str | None:
     """Why TIRX_SUITE_GIT_COMMIT / TIRX_SUITE_GIT_DIRTY, when set, are unusable (else None):
     a run recording ``ref: refs/heads/main`` as its commit could never be promoted cleanly."""
-    commit, dirty = os.environ.get(ENV_GIT_COMMIT), os.environ.get(ENV_GIT_DIRTY)
-    if commit is not None and not re.fullmatch(r"[0-9a-f]{7,40}", commit.strip()):
+    commit, dirty = _env(ENV_GIT_COMMIT), _env(ENV_GIT_DIRTY)
+    if commit is not None and not re.fullmatch(r"[0-9a-f]{7,40}", commit):
         return (f"{ENV_GIT_COMMIT}={commit!r} is not a commit hash; fix: set it to "
                 "`git rev-parse HEAD` of the checkout the run uses")
-    if dirty is not None and dirty.strip() not in ("0", "1"):
+    if dirty is not None and dirty not in ("0", "1"):
         return f"{ENV_GIT_DIRTY}={dirty!r} must be 0 (clean checkout) or 1 (uncommitted changes)"
     return None
 
@@ -99,9 +104,8 @@ def git_state(where: Path | None = None) -> dict:
                     "source": "git"}
     except (OSError, subprocess.SubprocessError):
         pass
-    commit = os.environ.get(ENV_GIT_COMMIT) or None
-    dirty = os.environ.get(ENV_GIT_DIRTY)
-    return {"commit": commit, "dirty": None if dirty is None else dirty.strip() not in ("0", ""),
+    commit, dirty = _env(ENV_GIT_COMMIT), _env(ENV_GIT_DIRTY)
+    return {"commit": commit, "dirty": None if dirty is None else dirty != "0",
             "source": "environment" if commit else "unknown (no git checkout)"}
 
 

@@ -12,7 +12,7 @@ Upstream source: ``include/flashinfer/norm.cuh`` (``RMSNormKernel``, ``FusedAddR
 CuTe-DSL kernels are unavailable). These kernels and launchers are identical in the copy of
 ``norm.cuh`` shipped by flashinfer-python 0.7.2.post1 (git beabf500), the reference on the H200.
 
-Kept from upstream: one CTA per row, 16-byte vectors (``VEC_SIZE = gcd(16 / sizeof(T), d)``
+Kept from upstream: one CTA per row (but see :func:`schedule`), 16-byte vectors (``VEC_SIZE = gcd(16 / sizeof(T), d)``
 is 8 for every ``d % 8 == 0``), thread ``t`` owning vectors ``t, t + threads, ...``, fp32
 accumulation of the squares per thread, warp shuffle-xor then cross-warp reduction,
 ``rms_rcp = rsqrt(sum_sq / d + eps)``, ``out = T(float(x) * rms_rcp * (weight_bias + float(w)))``
@@ -23,7 +23,7 @@ fp32 ``x``. LayerNorm: mean, then the variance of ``x - mean`` (two-pass, upstre
 
 Changed (performance, same arithmetic): the row lives in registers instead of being read
 twice (RMSNorm) or staged in shared memory (fused add, LayerNorm); the weight is loaded with
-the row, before the reduction; the cross-warp step is done by every warp after a single
+the row, before the reduction (except below); the cross-warp step is done by every warp after a single
 barrier; the block is ``ceil(d / (8 * vecs_per_thread))`` threads (rounded up to a warp)
 instead of ``min(1024, d / 8)``. Above ``SMALL_BATCH`` tokens (see :func:`schedule`): LayerNorm
 with ``hidden <= 2048`` runs a persistent kernel holding gamma and beta in registers across
@@ -138,6 +138,7 @@ PERSISTENT_LAYERNORM_MAX_HIDDEN = 2048
 PERSISTENT_LAYERNORM_K = 2
 REGS_PER_SM = 65536
 THREADS_PER_SM = 2048
+MAX_CTAS_PER_SM = 32
 # Registers per thread of the persistent LayerNorm at k vectors per thread: 16 + 24 k, the
 # smallest spill-free -maxrregcount found by ptxas (CUDA 13.0, sm_90a) for k = 1, 2, 4, 8.
 _ROWS_REGS = (16, 24)
@@ -150,7 +151,7 @@ def rows_ctas_per_sm(hidden: int, vecs_per_thread=None) -> int:
     regs = min(255, -(-(a + b * k) // 8) * 8)  # allocated in units of 8 per thread
     # the register file is 4 quarters, one per scheduler: warps are spread over them
     quarter = REGS_PER_SM // 4 // (32 * regs)  # warps per quarter
-    n = THREADS_PER_SM // threads
+    n = min(THREADS_PER_SM // threads, MAX_CTAS_PER_SM)
     while n > 1 and -(-n * threads // 32 // 4) > quarter:
         n -= 1
     return n

@@ -46,7 +46,11 @@ WEIGHT_BIAS = 1.0  # FusedAddRMSNormKernel's weight_bias for Gemma: (1 + w)
 
 
 def get_kernel(dtype, hidden, tokens=None, **_):
-    """The TIRx PrimFunc; tokens are dynamic, their count only picks the thread plan."""
+    """The TIRx PrimFunc the host launches for ``tokens`` rows (``_norm.schedule``).
+
+    Tokens are dynamic; their count picks the schedule. A persistent kernel takes a trailing
+    ``ctas`` grid size: launch through ``_norm.launcher``, which passes it.
+    """
     return _norm.kernel_for("fused_add_rmsnorm", dtype, hidden, tokens, WEIGHT_BIAS)
 
 

@@ -70,7 +70,11 @@ EPS = 1e-6
 
 
 def get_kernel(dtype, hidden, tokens=None, **_):
-    """The TIRx PrimFunc; tokens are dynamic, their count only picks the thread plan."""
+    """The TIRx PrimFunc the host launches for ``tokens`` rows (``_norm.schedule``).
+
+    Tokens are dynamic; their count picks the schedule. A persistent kernel takes a trailing
+    ``ctas`` grid size: launch through ``_norm.launcher``, which passes it.
+    """
     _norm.check_domain(dtype, hidden, bf16_only=True)
     return _norm.kernel_for("layernorm", dtype, hidden, tokens)
 

@@ -44,7 +44,11 @@ WEIGHT_BIAS = 0.0  # RMSNormKernel's weight_bias for plain RMSNorm
 
 
 def get_kernel(dtype, hidden, tokens=None, **_):
-    """The TIRx PrimFunc; tokens are dynamic, their count only picks the thread plan."""
+    """The TIRx PrimFunc the host launches for ``tokens`` rows (``_norm.schedule``).
+
+    Tokens are dynamic; their count picks the schedule. A persistent kernel takes a trailing
+    ``ctas`` grid size: launch through ``_norm.launcher``, which passes it.
+    """
     return _norm.kernel_for("rmsnorm", dtype, hidden, tokens, WEIGHT_BIAS)
 
 
