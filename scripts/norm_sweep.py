@@ -111,9 +111,8 @@ def variants_of(norm, kind, hidden, k0, full):
     if kind == "layernorm":
         out += [(f"persistent_k{k}", {"vecs_per_thread": k, "persistent": True}) for k in ks]
     if kind == "fused_add_rmsnorm":
-        out += [
-            (f"late_w_k{k}", {"vecs_per_thread": k, "late_weight": True}) for k in ks if k in (2, 4, k0)
-        ]
+        late = [k for k in ks if k in (2, 4, k0)]
+        out += [(f"late_w_k{k}", {"vecs_per_thread": k, "late_weight": True}) for k in late]
     return out
 
 
@@ -207,7 +206,7 @@ def main(argv=None) -> int:
     start = time.time()
     results = {
         "device": torch.cuda.get_device_name(),
-        "sm_count": norm.sm_count(torch.cuda.current_device()),
+        "sm_count": toolchain.sm_count(torch.cuda.current_device()),
         "flashinfer": norm.flashinfer_available(),
         "rows": [],
         "failures": [],

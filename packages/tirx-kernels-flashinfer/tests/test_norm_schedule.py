@@ -4,6 +4,7 @@
 
 import pytest
 
+from tirx_kernels.core import toolchain
 from tirx_kernels.flashinfer import _norm
 
 
@@ -54,7 +55,7 @@ def test_resident_ctas_fit_an_sm(hidden, k):
 def test_launcher_appends_the_persistent_grid(monkeypatch):
     calls = []
     monkeypatch.setattr(_norm, "_compiled", lambda *key: lambda *args: calls.append((key, args)))
-    monkeypatch.setattr(_norm, "sm_count", lambda device_index=0: 132)
+    monkeypatch.setattr(toolchain, "sm_count", lambda device_index=0: 132)
     per_sm = _norm.rows_ctas_per_sm(2048, 2)
     assert per_sm == 8  # 128 threads at <= 64 registers
     _norm.launcher("layernorm", "bfloat16", 2048, 300)("x", "eps")

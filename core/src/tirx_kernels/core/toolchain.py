@@ -29,6 +29,7 @@ __all__ = [
     "cuda_source",
     "distributed_context",
     "gpu_arch",
+    "sm_count",
     "target",
     "tirx_version",
 ]
@@ -89,6 +90,14 @@ def gpu_arch() -> str | None:
     major, minor = torch.cuda.get_device_capability()
     suffix = "a" if major >= 9 else ""
     return f"sm_{major}{minor}{suffix}"
+
+
+@functools.cache
+def sm_count(device_index: int = 0) -> int:
+    """Streaming multiprocessors of a CUDA device (sizes persistent grids)."""
+    import torch
+
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
 def bench(

@@ -91,7 +91,7 @@ _EPI_BYTES = 64 * 64 * 2  # one 64 x 64 staging tile of the TMA epilogue
 @functools.cache
 def _num_sms():
     if torch.cuda.is_available():
-        return torch.cuda.get_device_properties(0).multi_processor_count
+        return toolchain.sm_count(0)
     return 132  # H200; only sizes the persistent grid and BN choice, never correctness
 
 

@@ -12,9 +12,10 @@ Upstream source: ``include/flashinfer/norm.cuh`` (``RMSNormKernel``, ``FusedAddR
 CuTe-DSL kernels are unavailable). These kernels and launchers are identical in the copy of
 ``norm.cuh`` shipped by flashinfer-python 0.7.2.post1 (git beabf500), the reference on the H200.
 
-Kept from upstream: one CTA per row (but see :func:`schedule`), 16-byte vectors (``VEC_SIZE = gcd(16 / sizeof(T), d)``
-is 8 for every ``d % 8 == 0``), thread ``t`` owning vectors ``t, t + threads, ...``, fp32
-accumulation of the squares per thread, warp shuffle-xor then cross-warp reduction,
+Kept from upstream (except as :func:`schedule` says): one CTA per row, 16-byte vectors
+(``VEC_SIZE = gcd(16 / sizeof(T), d)`` is 8 for every ``d % 8 == 0``), thread ``t`` owning
+vectors ``t, t + threads, ...``, fp32 accumulation of the squares per thread, warp shuffle-xor
+then cross-warp reduction,
 ``rms_rcp = rsqrt(sum_sq / d + eps)``, ``out = T(float(x) * rms_rcp * (weight_bias + float(w)))``
 with ``weight_bias`` 0 (RMSNorm) or 1 (Gemma); the fused-add kernels store
 ``residual = T(x)`` with ``x = float(input) + float(residual)`` and normalize the unrounded
@@ -23,12 +24,12 @@ fp32 ``x``. LayerNorm: mean, then the variance of ``x - mean`` (two-pass, upstre
 
 Changed (performance, same arithmetic): the row lives in registers instead of being read
 twice (RMSNorm) or staged in shared memory (fused add, LayerNorm); the weight is loaded with
-the row, before the reduction (except below); the cross-warp step is done by every warp after a single
-barrier; the block is ``ceil(d / (8 * vecs_per_thread))`` threads (rounded up to a warp)
-instead of ``min(1024, d / 8)``. Above ``SMALL_BATCH`` tokens (see :func:`schedule`): LayerNorm
-with ``hidden <= 2048`` runs a persistent kernel holding gamma and beta in registers across
-rows, and fused add loads the weight at its use so two CTAs fit per SM. No PDL
-(``griddepcontrol``) and contiguous rows only.
+the row, before the reduction (except below); the cross-warp step is done by every warp
+after a single barrier; the block is ``ceil(d / (8 * vecs_per_thread))`` threads (rounded up
+to a warp) instead of ``min(1024, d / 8)``. Above ``SMALL_BATCH`` tokens (see
+:func:`schedule`): LayerNorm with ``hidden <= 2048`` runs a persistent kernel holding gamma
+and beta in registers across rows, and fused add loads the weight at its use so two CTAs fit
+per SM. No PDL (``griddepcontrol``) and contiguous rows only.
 
 Dispatch domain of the port: dtype bfloat16 or float16 (LayerNorm: bfloat16 input, float32
 gamma/beta, as upstream); ``hidden % 8 == 0`` (upstream's VEC_SIZE = 8 specialization;
@@ -472,11 +473,6 @@ def kernel_for(kind: str, dtype: str, hidden: int, tokens=None, weight_bias: flo
     return make(kind, dtype, hidden, weight_bias, **schedule(kind, hidden, tokens))
 
 
-@functools.cache
-def sm_count(device_index: int = 0) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def launcher(
     kind: str,
     dtype: str,
@@ -496,7 +492,9 @@ def launcher(
     if not sched.get("persistent"):
         return exe
     k = sched.get("vecs_per_thread")
-    ctas = min(tokens, sm_count(device_index) * rows_ctas_per_sm(hidden, k))
+    from tirx_kernels.core import toolchain
+
+    ctas = min(tokens, toolchain.sm_count(device_index) * rows_ctas_per_sm(hidden, k))
     return lambda *args: exe(*args, ctas)
 
 

@@ -49,6 +49,8 @@ import torch
 
 from tirx_kernels.core import toolchain
 
+from ._checks import assert_within
+
 KERNEL_META = {
     "name": "act_and_mul",
     "category": "flashinfer",
@@ -267,11 +269,6 @@ def _compiled(act, dtype, d, schedule):
     return toolchain.compile(get_kernel(act, dtype, d, schedule=schedule))
 
 
-@functools.cache
-def _sm_count(device_index):
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def _launcher(act, dtype, d, schedule, tokens, device_index=0):
     """``f(x2d, out2d)`` launching the kernel for ``tokens`` rows (grid size bound here)."""
     schedule = schedule or SCHEDULE[act]
@@ -279,7 +276,7 @@ def _launcher(act, dtype, d, schedule, tokens, device_index=0):
     if schedule == "flat":
         return ex
     nv = d // (8 if d % 8 == 0 else 4)
-    ctas = min(-(-tokens * nv // THREADS), _sm_count(device_index) * STREAM_CTAS_PER_SM)
+    ctas = min(-(-tokens * nv // THREADS), toolchain.sm_count(device_index) * STREAM_CTAS_PER_SM)
     return lambda x2, o2: ex(x2, o2, ctas)
 
 
@@ -349,20 +346,6 @@ def _tolerances(act, dtype):
     return atol, rtol
 
 
-def _assert_close(got, want, atol, rtol, what):
-    got, want = got.float(), want.float()
-    err = (got - want).abs()
-    bad = err > atol + rtol * want.abs()
-    if bool(bad.any()):
-        idx = tuple(int(i) for i in torch.nonzero(bad)[0])
-        raise AssertionError(
-            f"{what}: {int(bad.sum())} of {bad.numel()} mismatched; max abs err "
-            f"{float(err.max()):.4g}; first at {idx}: got {float(got[idx]):.6g}, "
-            f"want {float(want[idx]):.6g} (atol={atol}, rtol={rtol})"
-        )
-    return float(err.max()) if err.numel() else 0.0
-
-
 def run_test(act="silu", dtype="bfloat16", tokens=1, d=4096, schedule=None, **_):
     if toolchain.gpu_arch() not in KERNEL_META["archs"]:
         raise unittest.SkipTest(f"needs one of {KERNEL_META['archs']}, have {toolchain.gpu_arch()}")
@@ -370,14 +353,14 @@ def run_test(act="silu", dtype="bfloat16", tokens=1, d=4096, schedule=None, **_)
     act_and_mul(x, act, out, schedule=schedule)
     torch.cuda.synchronize()
     atol, rtol = _tolerances(act, dtype)
-    report = {"max_err_torch": _assert_close(out, reference(x, act), atol, rtol, "vs torch fp32")}
+    report = {"max_err_torch": assert_within(out, reference(x, act), atol, rtol, "vs torch fp32")}
     try:
         fn = _flashinfer_fn(act)
     except ImportError:
         return report
     # Same formulas and fast-math intrinsics as upstream: at most one output ulp apart.
     want = fn(x)
-    report["max_err_flashinfer"] = _assert_close(out, want, 1e-6, rtol, "vs flashinfer")
+    report["max_err_flashinfer"] = assert_within(out, want, 1e-6, rtol, "vs flashinfer")
     return report
 
 

@@ -51,6 +51,8 @@ import torch
 
 from tirx_kernels.core import toolchain
 
+from ._checks import assert_within
+
 KERNEL_META = {
     "name": "flashinfer_rope",
     "category": "flashinfer",
@@ -363,11 +365,6 @@ def _compiled(
     )
 
 
-@functools.cache
-def _sm_count(device_index):
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def head_groups(tokens, head_dim, num_heads, sm_count, min_ctas=MIN_CTAS_PER_SM):
     """gridDim.y: the head split minimising waves * (heads per CTA + 1).
 
@@ -425,7 +422,7 @@ def apply_rope_pos_ids_inplace(
     if nnz == 0:
         return
     if groups is None:
-        groups = head_groups(nnz, d, hq + hk, _sm_count(q.device.index or 0))
+        groups = head_groups(nnz, d, hq + hk, toolchain.sm_count(q.device.index or 0))
     ex = _compiled(dtype, d, hq, hk, bool(interleave), pos_dtype)
     # Upstream passes float rope_scale / rope_theta and takes 1.0f / x in fp32 on the host.
     ex(q, k, pos_ids, groups, _f32(1.0 / _f32(rope_scale)), _f32(1.0 / _f32(rope_theta)))
@@ -460,20 +457,6 @@ def reference(x, pos, interleave=False, rope_scale=1.0, rope_theta=1e4):
     return torch.cat((y0, y1), dim=-1)
 
 
-def _assert_close(got, want, atol, rtol, what):
-    got, want = got.float(), want.float()
-    err = (got - want).abs()
-    bad = err > atol + rtol * want.abs()
-    if bool(bad.any()):
-        idx = tuple(int(i) for i in torch.nonzero(bad)[0])
-        raise AssertionError(
-            f"{what}: {int(bad.sum())} of {bad.numel()} mismatched; max abs err "
-            f"{float(err.max()):.4g}; first at {idx}: got {float(got[idx]):.6g}, "
-            f"want {float(want[idx]):.6g} (atol={atol}, rtol={rtol})"
-        )
-    return float(err.max()) if err.numel() else 0.0
-
-
 def run_test(
     dtype="bfloat16",
     head_dim=128,
@@ -499,7 +482,7 @@ def run_test(
     report = {}
     for name, got, x0 in (("q", q, q0), ("k", k, k0)):
         want = reference(x0, pos, interleave, rope_scale, rope_theta)
-        report[f"max_err_torch_{name}"] = _assert_close(
+        report[f"max_err_torch_{name}"] = assert_within(
             got, want, 1.5e-2, ulp, f"{name} vs torch fp32"
         )
     try:
@@ -511,7 +494,7 @@ def run_test(
         qf, kf, pos, interleave=interleave, rope_scale=rope_scale, rope_theta=rope_theta
     )
     for name, got, want in (("q", q, qf), ("k", k, kf)):  # same intrinsics: <= 1 ulp apart
-        report[f"max_err_flashinfer_{name}"] = _assert_close(
+        report[f"max_err_flashinfer_{name}"] = assert_within(
             got, want, 1e-4, ulp, f"{name} vs flashinfer"
         )
     return report
@@ -538,7 +521,7 @@ def run_bench(
     q, k, pos = prepare_data(dtype, head_dim, num_q_heads, num_kv_heads, tokens, pos_dtype)
     hq, hk = num_q_heads, num_kv_heads
     ex = _compiled(dtype, head_dim, hq, hk, bool(interleave), pos_dtype)
-    groups = head_groups(tokens, head_dim, hq + hk, _sm_count(q.device.index or 0))
+    groups = head_groups(tokens, head_dim, hq + hk, toolchain.sm_count(q.device.index or 0))
     rs, rt = _f32(1.0 / _f32(rope_scale)), _f32(1.0 / _f32(rope_theta))
 
     def tirx():  # in place, repeated: a rotation keeps the data bounded
