@@ -6,10 +6,12 @@
 
 For each (kernel, shape) it times, with the proton timer (cold L2, one round, no cooldown):
 the one-row kernel at plan()'s vectors-per-thread ``k`` (``--full``: every valid k in
-1/2/4/8), LayerNorm's persistent kernel at every valid k, fused add's late-weight kernel at
-k = 2, 4 and the host's k,
-and FlashInfer's op when ``import flashinfer`` works; ``*`` marks the host's schedule. Before
-timing, every variant's output is compared with ``torch.equal`` to the one-row kernel's at
+1/2/4/8) and, for RMSNorm and LayerNorm, at 2 and 4 rows per CTA; fused add's late-weight
+kernel at k = 2, 4 and the host's k; FlashInfer's op when ``import flashinfer`` works; and
+``neg``, ``torch.neg(x, out=y)``: an elementwise kernel moving the same activation bytes
+(RMSNorm, LayerNorm), the bandwidth ceiling at that size (a plain ``copy_`` is a memcpy,
+which proton does not time). ``*`` marks the host's schedule. Before timing, every variant's
+output is compared with ``torch.equal`` to the one-row kernel's at
 plan()'s k: a different k sums in a different order, so only same-k variants must match bit
 for bit (``must_match``; a miss there is reported as MISMATCH). TB/s counts activations only:
 rmsnorm and layernorm 2*M*H*2 bytes, fused_add_rmsnorm 4*M*H*2 (weights excluded).
@@ -108,8 +110,8 @@ def variants_of(norm, kind, hidden, k0, full):
     """(name, make_* keywords) of every schedule worth timing for one shape."""
     ks = valid_ks(norm, hidden)
     out = [(f"row_k{k}", {"vecs_per_thread": k}) for k in ks if full or k == k0]
-    if kind == "layernorm":
-        out += [(f"persistent_k{k}", {"vecs_per_thread": k, "persistent": True}) for k in ks]
+    if kind in ("rmsnorm", "layernorm"):  # R rows per CTA
+        out += [(f"row_k{k0}_r{r}", {"vecs_per_thread": k0, "rows_per_cta": r}) for r in (2, 4)]
     if kind == "fused_add_rmsnorm":
         late = [k for k in ks if k in (2, 4, k0)]
         out += [(f"late_w_k{k}", {"vecs_per_thread": k, "late_weight": True}) for k in late]
@@ -152,6 +154,9 @@ def sweep_shape(torch, toolchain, norm, kind, tokens, hidden, full, print_line):
         }
         funcs[name] = timed
     refs = {"flashinfer": flashinfer_builder(torch, kind, d)} if norm.flashinfer_available() else {}
+    if kind != "fused_add_rmsnorm":  # the same bytes, elementwise: the ceiling
+        copy_out = torch.empty_like(d["x"])
+        refs["neg"] = lambda: lambda: torch.neg(d["x"], out=copy_out)
     res = toolchain.bench(funcs, references=refs, timer="proton", rounds=1, cooldown_s=0)
     nbytes = ACT_BYTES[kind] * tokens * hidden
     rows = []

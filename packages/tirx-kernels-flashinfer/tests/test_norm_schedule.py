@@ -1,26 +1,35 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""The norm ports' host dispatch on the CPU: which kernel a shape gets, and its grid."""
+"""The norm and RoPE ports' host dispatch on the CPU: which kernel a shape gets, its grid."""
 
 import pytest
 
-from tirx_kernels.core import toolchain
-from tirx_kernels.flashinfer import _norm
+from tirx_kernels.flashinfer import _norm, rope
 
 
 @pytest.mark.parametrize("tokens", [1, 16, _norm.SMALL_BATCH])
 @pytest.mark.parametrize("kind", ["rmsnorm", "fused_add_rmsnorm", "layernorm"])
 def test_small_batches_keep_the_one_row_kernels(kind, tokens):
     sched = _norm.schedule(kind, 2048, tokens)
-    assert set(sched) == {"vecs_per_thread"}
-    assert sched["vecs_per_thread"] == _norm.plan(2048, tokens, kind)[0]
+    assert sched == {"vecs_per_thread": _norm.plan(2048, tokens, kind)[0]}
 
 
-@pytest.mark.parametrize("tokens", [_norm.SMALL_BATCH + 1, 16384, None])
+@pytest.mark.parametrize("tokens", [_norm.SMALL_BATCH + 1, _norm.MANY_ROWS - 1])
+def test_mid_batches_take_one_row_per_cta(tokens):
+    assert _norm.schedule("rmsnorm", 4096, tokens) == {"vecs_per_thread": 4}
+    assert _norm.schedule("layernorm", 2048, tokens) == {"vecs_per_thread": 1}
+    assert _norm.schedule("fused_add_rmsnorm", 4096, tokens)["late_weight"] is True
+
+
+@pytest.mark.parametrize("tokens", [_norm.MANY_ROWS, 16384, None])
 def test_large_batches(tokens):
-    assert _norm.schedule("layernorm", 2048, tokens) == {"vecs_per_thread": 2, "persistent": True}
-    assert _norm.schedule("layernorm", 1000, tokens)["persistent"] is True
-    assert _norm.schedule("layernorm", 4096, tokens) == {"vecs_per_thread": 4}
+    assert _norm.schedule("rmsnorm", 2048, tokens) == {"vecs_per_thread": 1, "rows_per_cta": 2}
+    assert _norm.schedule("rmsnorm", 8192, tokens) == {"vecs_per_thread": 4, "rows_per_cta": 2}
+    assert _norm.schedule("rmsnorm", 11008, tokens) == {"vecs_per_thread": 4}
+    assert _norm.schedule("layernorm", 1000, tokens) == {"vecs_per_thread": 1, "rows_per_cta": 4}
+    assert _norm.schedule("layernorm", 2048, tokens) == {"vecs_per_thread": 1, "rows_per_cta": 4}
+    assert _norm.schedule("layernorm", 4096, tokens) == {"vecs_per_thread": 4, "rows_per_cta": 2}
+    assert _norm.schedule("layernorm", 16384, tokens) == {"vecs_per_thread": 4}
     assert _norm.schedule("fused_add_rmsnorm", 16384, tokens) == {
         "vecs_per_thread": 2,
         "late_weight": True,
@@ -29,47 +38,45 @@ def test_large_batches(tokens):
         "vecs_per_thread": 4,
         "late_weight": True,
     }
-    assert _norm.schedule("rmsnorm", 4096, tokens) == {"vecs_per_thread": 4}
 
 
-# every (hidden, k) the kernel can be built for: at most 1024 threads
-BUILDABLE = [
-    (h, k)
-    for h in range(8, _norm.MAX_HIDDEN + 1, 8 * 37)
-    for k in (1, 2, 4, 8)
-    if -(-h // _norm.VEC // k) <= 1024
-]
-
-
-@pytest.mark.parametrize("hidden,k", BUILDABLE)
-def test_resident_ctas_fit_an_sm(hidden, k):
-    _, threads = _norm.plan(hidden, None, "layernorm", k)
-    n = _norm.rows_ctas_per_sm(hidden, k)
-    a, b = _norm._ROWS_REGS
-    regs = -(-(a + b * k) // 8) * 8
-    assert 1 <= n <= _norm.MAX_CTAS_PER_SM
-    assert n * threads <= _norm.THREADS_PER_SM
-    assert n == 1 or n * threads * regs <= _norm.REGS_PER_SM
-
-
-def test_launcher_appends_the_persistent_grid(monkeypatch):
-    calls = []
-    monkeypatch.setattr(_norm, "_compiled", lambda *key: lambda *args: calls.append((key, args)))
-    monkeypatch.setattr(toolchain, "sm_count", lambda device_index=0: 132)
-    per_sm = _norm.rows_ctas_per_sm(2048, 2)
-    assert per_sm == 8  # 128 threads at <= 64 registers
-    _norm.launcher("layernorm", "bfloat16", 2048, 300)("x", "eps")
-    _norm.launcher("layernorm", "bfloat16", 2048, 16384)("x", "eps")
-    _norm.launcher("layernorm", "bfloat16", 4096, 16384)("x", "eps")
-    assert [args for _, args in calls] == [
-        ("x", "eps", 300),  # never more CTAs than rows
-        ("x", "eps", 132 * per_sm),
-        ("x", "eps"),  # one-row kernel: grid = rows
+def test_launcher_compiles_the_host_schedule(monkeypatch):
+    keys = []
+    monkeypatch.setattr(_norm, "_compiled", lambda *key: keys.append(key))
+    _norm.launcher("layernorm", "bfloat16", 2048, 300)
+    _norm.launcher("layernorm", "bfloat16", 2048, 16384)
+    _norm.launcher("rmsnorm", "float16", 4096, 9000, 1.0, sched={"vecs_per_thread": 2})
+    assert keys == [
+        ("layernorm", "bfloat16", 2048, 0.0, (("vecs_per_thread", 1),)),
+        ("layernorm", "bfloat16", 2048, 0.0, (("rows_per_cta", 4), ("vecs_per_thread", 1))),
+        ("rmsnorm", "float16", 4096, 1.0, (("vecs_per_thread", 2),)),
     ]
-    assert calls[0][0] == (
-        "layernorm",
-        "bfloat16",
-        2048,
-        0.0,
-        (("persistent", True), ("vecs_per_thread", 2)),
-    )
+
+
+@pytest.mark.parametrize(
+    "tokens,head_dim,heads,walk",
+    [
+        (1, 128, 40, False),  # few tokens: head groups spread over the SMs
+        (rope.WALK_MIN_TOKENS - 1, 128, 40, False),
+        (rope.WALK_MIN_TOKENS, 128, 40, True),
+        (16384, 64, 40, True),
+        (16384, 256, 24, True),
+        (16384, 256, 40, False),  # 5 head steps of 8 heads: too many registers
+        (None, 128, 64, True),
+    ],
+)
+def test_rope_uses_the_walk_kernel_for_many_tokens(tokens, head_dim, heads, walk):
+    assert rope.uses_walk(tokens, head_dim, heads) is walk
+
+
+def test_rope_launcher_grids(monkeypatch):
+    launches = []
+    fake = lambda *key: lambda *args: launches.append((key[-1], args[3]))  # noqa: E731
+    monkeypatch.setattr(rope, "_compiled", fake)
+    for tokens in (1, 600, 16384):
+        rope.launcher("bfloat16", 128, 32, 8, False, "int32", tokens, 132)("q", "k", "p", 1, 1)
+    assert launches == [
+        (False, rope.head_groups(1, 128, 40, 132)),  # grid kernel: head groups
+        (True, 600),  # walk kernel: never more CTAs than tokens
+        (True, 132 * rope.walk_ctas_per_sm(128)),
+    ]

@@ -26,9 +26,9 @@ Changed (performance, same arithmetic): the row lives in registers instead of be
 twice (RMSNorm) or staged in shared memory (fused add, LayerNorm); the weight is loaded with
 the row, before the reduction (except below); the cross-warp step is done by every warp
 after a single barrier; the block is ``ceil(d / (8 * vecs_per_thread))`` threads (rounded up
-to a warp) instead of ``min(1024, d / 8)``. Above ``SMALL_BATCH`` tokens (see
-:func:`schedule`): LayerNorm with ``hidden <= 2048`` runs a persistent kernel holding gamma
-and beta in registers across rows, and fused add loads the weight at its use so two CTAs fit
+to a warp) instead of ``min(1024, d / 8)``. For large batches (see :func:`schedule`): a CTA
+normalizes 2 or 4 rows at once (RMSNorm, LayerNorm: one barrier per reduction for all of
+them, one weight load), and fused add loads the weight at its use so two CTAs fit
 per SM. No PDL (``griddepcontrol``) and contiguous rows only.
 
 Dispatch domain of the port: dtype bfloat16 or float16 (LayerNorm: bfloat16 input, float32
@@ -60,7 +60,7 @@ _TEST_SHAPES = [
     ("float16", 33, 4096),
     ("float16", 2047, 11008),
     ("bfloat16", 1025, 16384),  # fused add: late weight at 1024 threads
-    ("float16", 3001, 1000),  # tail lanes in every row, late weight at 128 threads
+    ("float16", 8195, 1000),  # tail lanes in every row, late weight at 128 threads, R = 2
 ]
 _BENCH_SHAPES = [
     ("bfloat16", 1, 4096),
@@ -127,57 +127,52 @@ def plan(
 
 
 # Host schedules beyond plan(), each picked from an H200 sweep (scripts/norm_sweep.py, proton,
-# 16384 tokens unless noted; µs):
-# - LayerNorm, hidden <= 2048: a persistent "rows" kernel holding fp32 gamma and beta in
-#   registers (h2048: 37.97 vs 41.52 one-row). From 4096 up it loses (h4096 76.57 vs 69.06,
-#   h16384 356.51 vs 289.18); so did persistent RMSNorm (h4096 72.11 vs 68.06) and fused add
-#   (h16384 549.84 vs 522.84), which were dropped.
+# one round, 16384 tokens unless noted; µs):
+# - Rows per CTA (R), from MANY_ROWS tokens: RMSNorm R = 2 up to hidden 8192 (h2048 35.37 vs
+#   36.46, h4096 67.44 vs 68.08, h8192 129.81 vs 132.21; 4113 x 11008 lost, 55.86 vs 48.24);
+#   LayerNorm R = 4 at k = 1 up to hidden 2048 (36.30 vs 41.96 one row, and vs 38.47 for the
+#   persistent kernel holding gamma/beta in registers, which was dropped), R = 2 up to 4096
+#   (68.42 vs 69.32); h16384 lost (320.31 vs 290.79). At 1024 tokens R = 2 did not help
+#   (h4096 6.10 vs 6.00).
 # - Fused add: the weight loaded at its use, not with the row (``late_weight``): two CTAs per
 #   SM at 512 threads; h16384 wants 1024 threads (517.22 vs 522.84 one-row, FlashInfer 522.82;
 #   h4096 132.37 vs 133.43; 4113 x 11008 89.66 vs 90.14).
-PERSISTENT_LAYERNORM_MAX_HIDDEN = 2048
-PERSISTENT_LAYERNORM_K = 2
-REGS_PER_SM = 65536
-THREADS_PER_SM = 2048
-MAX_CTAS_PER_SM = 32
-# Registers per thread of the persistent LayerNorm at k vectors per thread: 16 + 24 k, the
-# smallest spill-free -maxrregcount found by ptxas (CUDA 13.0, sm_90a) for k = 1, 2, 4, 8.
-_ROWS_REGS = (16, 24)
-
-
-def rows_ctas_per_sm(hidden: int, vecs_per_thread=None) -> int:
-    """Resident CTAs per SM of the persistent LayerNorm: its min_blocks_per_sm and host grid."""
-    k, threads = plan(hidden, None, "layernorm", vecs_per_thread)
-    a, b = _ROWS_REGS
-    regs = min(255, -(-(a + b * k) // 8) * 8)  # allocated in units of 8 per thread
-    # the register file is 4 quarters, one per scheduler: warps are spread over them
-    quarter = REGS_PER_SM // 4 // (32 * regs)  # warps per quarter
-    n = min(THREADS_PER_SM // threads, MAX_CTAS_PER_SM)
-    while n > 1 and -(-n * threads // 32 // 4) > quarter:
-        n -= 1
-    return n
+MANY_ROWS = 8192
+ROWS_PER_CTA = {  # kind: ((max hidden, R, k or None for plan()'s), ...), first match wins
+    "rmsnorm": ((8192, 2, None),),
+    "layernorm": ((2048, 4, 1), (4096, 2, None)),
+}
 
 
 def schedule(kind: str, hidden: int, tokens: int | None) -> dict:
     """The host's kernel choice for ``tokens`` rows (None: a large batch): make_* keywords."""
-    large = tokens is None or tokens > SMALL_BATCH
     k = plan(hidden, tokens, kind)[0]
-    if large and kind == "layernorm" and hidden <= PERSISTENT_LAYERNORM_MAX_HIDDEN:
-        return {"vecs_per_thread": PERSISTENT_LAYERNORM_K, "persistent": True}
-    if large and kind == "fused_add_rmsnorm":
+    if kind == "fused_add_rmsnorm" and (tokens is None or tokens > SMALL_BATCH):
         return {"vecs_per_thread": 2 if hidden >= 16384 else k, "late_weight": True}
+    if tokens is None or tokens >= MANY_ROWS:
+        for max_hidden, rows, k_rows in ROWS_PER_CTA.get(kind, ()):
+            if hidden <= max_hidden:
+                return {"vecs_per_thread": k_rows or k, "rows_per_cta": rows}
     return {"vecs_per_thread": k}
 
 
 @functools.cache
-def make_rmsnorm(dtype: str, hidden: int, weight_bias: float, vecs_per_thread=None):
-    """out[m] = T(float(x[m]) * rsqrt(mean(x[m]^2) + eps) * (weight_bias + float(w)))."""
+def make_rmsnorm(
+    dtype: str, hidden: int, weight_bias: float, vecs_per_thread=None, rows_per_cta: int = 1
+):
+    """out[m] = T(float(x[m]) * rsqrt(mean(x[m]^2) + eps) * (weight_bias + float(w))).
+
+    ``rows_per_cta`` (R): each CTA normalizes R consecutive rows at once, a thread holding
+    its columns of all R; the weight is loaded once for them and one barrier serves all R
+    reductions. A row's arithmetic is the same for every R.
+    """
     from tirx_kernels.core.toolchain import T
 
     check_domain(dtype, hidden)
     k, threads = plan(hidden, None, "rmsnorm", vecs_per_thread)
     warps = threads // 32
     exact = threads * k * VEC == hidden
+    R = rows_per_cta
     M = T.dynamic("M")
 
     @T.function
@@ -188,45 +183,55 @@ def make_rmsnorm(dtype: str, hidden: int, weight_bias: float, vecs_per_thread=No
         eps: T.float32,
     ):
         T.func_attr({"tirx.noalias": True})
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=M, block=threads))
-        row = T.cuda.block_idx("x")
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=T.ceildiv(M, R), block=threads))
+        row0 = T.cuda.block_idx("x") * R
         tx = T.cuda.thread_idx("x")
-        xr = T.alloc_local((k * VEC,), dtype)
+        xr = T.alloc_local((R * k * VEC,), dtype)
         wr = T.alloc_local((k * VEC,), dtype)
         yr = T.alloc_local((VEC,), dtype)
-        red = T.alloc_shared((32,), "float32")
-        acc = T.alloc_local((1,), "float32")
-        rr = T.alloc_local((1,), "float32")
-        acc[0] = T.float32(0)
+        red = T.alloc_shared((R * 32,), "float32")
+        acc = T.alloc_local((R,), "float32")
+        rr = T.alloc_local((R,), "float32")
         for it in T.unroll(k):
             c = (it * threads + tx) * VEC
             if exact or c < hidden:
-                xr[T.Ramp(it * VEC, 1, VEC)] = X[row, T.Ramp(c, 1, VEC)]
                 wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
+                for r in T.unroll(R):  # rows past M re-read row M - 1; never stored
+                    src = row0 + r if R == 1 else T.min(row0 + r, M - 1)
+                    xr[T.Ramp((r * k + it) * VEC, 1, VEC)] = X[src, T.Ramp(c, 1, VEC)]
             else:
-                for v in T.unroll(VEC):
-                    xr[it * VEC + v] = T.cast(T.float32(0), dtype)
-        for i in T.unroll(k * VEC):
-            acc[0] = acc[0] + T.cast(xr[i], "float32") * T.cast(xr[i], "float32")
-        # CTA sum: warp shuffle, partials to shared memory, one barrier, every warp sums them
-        part = T.cuda.warp_sum(acc[0])
-        if tx % 32 == 0:
-            red[tx // 32] = part
+                for i in T.unroll(R * VEC):
+                    xr[(i // VEC * k + it) * VEC + i % VEC] = T.cast(T.float32(0), dtype)
+        for r in T.unroll(R):
+            acc[r] = T.float32(0)
+            for i in T.unroll(k * VEC):
+                xf = T.cast(xr[r * k * VEC + i], "float32")
+                acc[r] = acc[r] + xf * xf
+        # CTA sums: warp shuffle, partials to shared memory, one barrier, every warp sums them
+        for r in T.unroll(R):
+            part = T.cuda.warp_sum(acc[r])
+            if tx % 32 == 0:
+                red[r * 32 + tx // 32] = part
         T.cuda.cta_sync()
-        tot = T.cuda.warp_sum(T.if_then_else(tx % 32 < warps, red[tx % 32], T.float32(0)))
-        rr[0] = T.rsqrt(tot / T.float32(hidden) + eps)
+        for r in T.unroll(R):
+            tot = T.cuda.warp_sum(
+                T.if_then_else(tx % 32 < warps, red[r * 32 + tx % 32], T.float32(0))
+            )
+            rr[r] = T.rsqrt(tot / T.float32(hidden) + eps)
         for it in T.unroll(k):
             c = (it * threads + tx) * VEC
             if exact or c < hidden:
-                for v in T.unroll(VEC):
-                    i = it * VEC + v
-                    yr[v] = T.cast(
-                        T.cast(xr[i], "float32")
-                        * rr[0]
-                        * (T.float32(weight_bias) + T.cast(wr[i], "float32")),
-                        dtype,
-                    )
-                Y[row, T.Ramp(c, 1, VEC)] = yr[T.Ramp(0, 1, VEC)]
+                for r in T.unroll(R):
+                    if R == 1 or row0 + r < M:
+                        for v in T.unroll(VEC):
+                            i = (r * k + it) * VEC + v
+                            yr[v] = T.cast(
+                                T.cast(xr[i], "float32")
+                                * rr[r]
+                                * (T.float32(weight_bias) + T.cast(wr[it * VEC + v], "float32")),
+                                dtype,
+                            )
+                        Y[row0 + r, T.Ramp(c, 1, VEC)] = yr[T.Ramp(0, 1, VEC)]
 
     return rmsnorm
 
@@ -316,13 +321,11 @@ def make_fused_add_rmsnorm(
 
 
 @functools.cache
-def make_layernorm(hidden: int, vecs_per_thread=None, persistent: bool = False):
+def make_layernorm(hidden: int, vecs_per_thread=None, rows_per_cta: int = 1):
     """out[m] = bf16((x - mean) * rsqrt(var + eps) * gamma + beta); x bf16, gamma/beta fp32.
 
-    ``persistent``: the kernel takes a trailing ``ctas: int32`` (grid size, the host passes
-    ``1 <= ctas <= M``) and walks rows ``bid, bid + ctas, ...``, holding gamma and beta (fp32,
-    twice the bytes of a row) in registers instead of reloading them per row from L2; a row's
-    arithmetic is the same code as the one-row kernel's.
+    ``rows_per_cta`` (R): a CTA normalizes R consecutive rows at once (see make_rmsnorm); a
+    gamma/beta vector is loaded once for the R rows, and two barriers serve them all.
     """
     from tirx_kernels.core.toolchain import T
 
@@ -331,62 +334,21 @@ def make_layernorm(hidden: int, vecs_per_thread=None, persistent: bool = False):
     k, threads = plan(hidden, None, "layernorm", vecs_per_thread)
     warps = threads // 32
     exact = threads * k * VEC == hidden
-    resident = rows_ctas_per_sm(hidden, k)  # persistent: CTAs per SM
-    gvecs = k if persistent else 1  # gamma/beta vectors held per thread
+    R = rows_per_cta
     M = T.dynamic("M")
 
     @T.inline
-    def load_gb(G, B, gr, br, o, c):
-        gr[T.Ramp(o, 1, 4)] = G[T.Ramp(c, 1, 4)]
-        gr[T.Ramp(o + 4, 1, 4)] = G[T.Ramp(c + 4, 1, 4)]
-        br[T.Ramp(o, 1, 4)] = B[T.Ramp(c, 1, 4)]
-        br[T.Ramp(o + 4, 1, 4)] = B[T.Ramp(c + 4, 1, 4)]
-
-    @T.inline
-    def one_row(X, G, B, Y, eps, row, tx, xr, gr, br, yr, red, red2, acc, mv):
-        acc[0] = T.float32(0)
-        for it in T.unroll(k):
-            c = (it * threads + tx) * VEC
-            if exact or c < hidden:
-                xr[T.Ramp(it * VEC, 1, VEC)] = X[row, T.Ramp(c, 1, VEC)]
-            else:
-                for v in T.unroll(VEC):
-                    xr[it * VEC + v] = T.cast(T.float32(0), dtype)
-        for i in T.unroll(k * VEC):
-            acc[0] = acc[0] + T.cast(xr[i], "float32")
-        # CTA sum: warp shuffle, partials to shared memory, one barrier, every warp sums them
-        part = T.cuda.warp_sum(acc[0])
-        if tx % 32 == 0:
-            red[tx // 32] = part
+    def cta_sums(acc, red, tx, out):
+        """out[r] = the CTA's sum of acc[r] for each of the R rows (one barrier)."""
+        for r in T.unroll(R):
+            part = T.cuda.warp_sum(acc[r])
+            if tx % 32 == 0:
+                red[r * 32 + tx // 32] = part
         T.cuda.cta_sync()
-        tot = T.cuda.warp_sum(T.if_then_else(tx % 32 < warps, red[tx % 32], T.float32(0)))
-        mv[0] = tot / T.float32(hidden)
-        acc[0] = T.float32(0)
-        for it in T.unroll(k):
-            c = (it * threads + tx) * VEC
-            if exact or c < hidden:  # padding lanes must not add mean^2
-                for v in T.unroll(VEC):
-                    dv = T.cast(xr[it * VEC + v], "float32") - mv[0]
-                    acc[0] = acc[0] + dv * dv
-        # CTA sum: warp shuffle, partials to shared memory, one barrier, every warp sums them
-        part2 = T.cuda.warp_sum(acc[0])
-        if tx % 32 == 0:
-            red2[tx // 32] = part2
-        T.cuda.cta_sync()
-        tot2 = T.cuda.warp_sum(T.if_then_else(tx % 32 < warps, red2[tx % 32], T.float32(0)))
-        mv[1] = T.rsqrt(tot2 / T.float32(hidden) + eps)
-        for it in T.unroll(k):
-            c = (it * threads + tx) * VEC
-            if exact or c < hidden:
-                if not persistent:  # the persistent kernel holds gamma/beta across rows
-                    load_gb(G, B, gr, br, 0, c)
-                for v in T.unroll(VEC):
-                    g = it * VEC + v if persistent else v
-                    yr[v] = T.cast(
-                        (T.cast(xr[it * VEC + v], "float32") - mv[0]) * mv[1] * gr[g] + br[g],
-                        dtype,
-                    )
-                Y[row, T.Ramp(c, 1, VEC)] = yr[T.Ramp(0, 1, VEC)]
+        for r in T.unroll(R):
+            out[r] = T.cuda.warp_sum(
+                T.if_then_else(tx % 32 < warps, red[r * 32 + tx % 32], T.float32(0))
+            )
 
     @T.function
     def layernorm(
@@ -397,56 +359,60 @@ def make_layernorm(hidden: int, vecs_per_thread=None, persistent: bool = False):
         eps: T.float32,
     ):
         T.func_attr({"tirx.noalias": True})
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=M, block=threads))
-        row = T.cuda.block_idx("x")
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=T.ceildiv(M, R), block=threads))
+        row0 = T.cuda.block_idx("x") * R
         tx = T.cuda.thread_idx("x")
-        xr = T.alloc_local((k * VEC,), dtype)
+        xr = T.alloc_local((R * k * VEC,), dtype)
         gr = T.alloc_local((VEC,), "float32")
         br = T.alloc_local((VEC,), "float32")
         yr = T.alloc_local((VEC,), dtype)
-        red = T.alloc_shared((32,), "float32")
-        red2 = T.alloc_shared((32,), "float32")
-        acc = T.alloc_local((1,), "float32")
-        mv = T.alloc_local((2,), "float32")
-        one_row(X, G, B, Y, eps, row, tx, xr, gr, br, yr, red, red2, acc, mv)
+        red = T.alloc_shared((R * 32,), "float32")
+        red2 = T.alloc_shared((R * 32,), "float32")
+        acc = T.alloc_local((R,), "float32")
+        mean = T.alloc_local((R,), "float32")
+        rstd = T.alloc_local((R,), "float32")
+        for it in T.unroll(k):
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:
+                for r in T.unroll(R):  # rows past M re-read row M - 1; never stored
+                    src = row0 + r if R == 1 else T.min(row0 + r, M - 1)
+                    xr[T.Ramp((r * k + it) * VEC, 1, VEC)] = X[src, T.Ramp(c, 1, VEC)]
+            else:
+                for i in T.unroll(R * VEC):
+                    xr[(i // VEC * k + it) * VEC + i % VEC] = T.cast(T.float32(0), dtype)
+        for r in T.unroll(R):
+            acc[r] = T.float32(0)
+            for i in T.unroll(k * VEC):
+                acc[r] = acc[r] + T.cast(xr[r * k * VEC + i], "float32")
+        cta_sums(acc, red, tx, mean)
+        for r in T.unroll(R):
+            mean[r] = mean[r] / T.float32(hidden)
+            acc[r] = T.float32(0)
+        for it in T.unroll(k):
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:  # padding lanes must not add mean^2
+                for r in T.unroll(R):
+                    for v in T.unroll(VEC):
+                        dv = T.cast(xr[(r * k + it) * VEC + v], "float32") - mean[r]
+                        acc[r] = acc[r] + dv * dv
+        cta_sums(acc, red2, tx, rstd)
+        for r in T.unroll(R):
+            rstd[r] = T.rsqrt(rstd[r] / T.float32(hidden) + eps)
+        for it in T.unroll(k):
+            c = (it * threads + tx) * VEC
+            if exact or c < hidden:
+                gr[T.Ramp(0, 1, 4)] = G[T.Ramp(c, 1, 4)]
+                gr[T.Ramp(4, 1, 4)] = G[T.Ramp(c + 4, 1, 4)]
+                br[T.Ramp(0, 1, 4)] = B[T.Ramp(c, 1, 4)]
+                br[T.Ramp(4, 1, 4)] = B[T.Ramp(c + 4, 1, 4)]
+                for r in T.unroll(R):
+                    if R == 1 or row0 + r < M:
+                        for v in T.unroll(VEC):
+                            xf = T.cast(xr[(r * k + it) * VEC + v], "float32")
+                            yr[v] = T.cast((xf - mean[r]) * rstd[r] * gr[v] + br[v], dtype)
+                        Y[row0 + r, T.Ramp(c, 1, VEC)] = yr[T.Ramp(0, 1, VEC)]
 
-    @T.function
-    def layernorm_rows(
-        X: T.Tensor((M, hidden), dtype, align=16),
-        G: T.Tensor((hidden,), "float32", align=16),
-        B: T.Tensor((hidden,), "float32", align=16),
-        Y: T.Tensor((M, hidden), dtype, align=16),
-        eps: T.float32,
-        ctas: T.int32,
-    ):
-        T.func_attr({"tirx.noalias": True})
-        T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=ctas, block=threads),
-            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=resident),
-        )
-        bid = T.cuda.block_idx("x")
-        tx = T.cuda.thread_idx("x")
-        xr = T.alloc_local((k * VEC,), dtype)
-        gr = T.alloc_local((gvecs * VEC,), "float32")
-        br = T.alloc_local((gvecs * VEC,), "float32")
-        yr = T.alloc_local((VEC,), dtype)
-        red = T.alloc_shared((32,), "float32")
-        red2 = T.alloc_shared((32,), "float32")
-        acc = T.alloc_local((1,), "float32")
-        mv = T.alloc_local((2,), "float32")
-        if bid < M:
-            for it in T.unroll(k):
-                c = (it * threads + tx) * VEC
-                if exact or c < hidden:
-                    load_gb(G, B, gr, br, it * VEC, c)
-            # Single-buffered red/red2 are safe across rows: a warp writes red (row r + 1)
-            # only after row r's second barrier, which every warp reaches after reading red
-            # (row r); it writes red2 (row r + 1) only after row r + 1's first barrier, which
-            # every warp reaches after reading red2 (row r).
-            for r in range(T.truncdiv(M - bid + ctas - 1, ctas)):  # bid < M, ctas >= 1
-                one_row(X, G, B, Y, eps, bid + r * ctas, tx, xr, gr, br, yr, red, red2, acc, mv)
-
-    return layernorm_rows if persistent else layernorm
+    return layernorm
 
 
 def make(kind: str, dtype: str, hidden: int, weight_bias: float = 0.0, **sched):
@@ -480,22 +446,13 @@ def launcher(
     tokens: int,
     weight_bias: float = 0.0,
     sched: dict | None = None,
-    device_index: int = 0,
 ):
     """``f(*tensors, eps)`` launching the kernel for ``tokens >= 1`` rows.
 
-    ``sched``: make_* keywords (default: the host's :func:`schedule`); a persistent kernel
-    gets ``ctas = min(tokens, SMs * resident CTAs per SM)`` appended.
+    ``sched``: make_* keywords (default: the host's :func:`schedule`).
     """
     sched = schedule(kind, hidden, tokens) if sched is None else sched
-    exe = _compiled(kind, dtype, hidden, float(weight_bias), tuple(sorted(sched.items())))
-    if not sched.get("persistent"):
-        return exe
-    k = sched.get("vecs_per_thread")
-    from tirx_kernels.core import toolchain
-
-    ctas = min(tokens, toolchain.sm_count(device_index) * rows_ctas_per_sm(hidden, k))
-    return lambda *args: exe(*args, ctas)
+    return _compiled(kind, dtype, hidden, float(weight_bias), tuple(sorted(sched.items())))
 
 
 def check_tensors(*tensors, hidden: int) -> None:
@@ -512,10 +469,6 @@ def check_tensors(*tensors, hidden: int) -> None:
             raise ValueError("tensors must be 16-byte aligned")
 
 
-def dev(t) -> int:
-    return t.device.index or 0
-
-
 def rmsnorm(x, w, eps=1e-6, out=None, *, weight_bias=0.0):
     """FlashInfer ``rmsnorm`` (weight_bias 0) / ``gemma_rmsnorm`` (weight_bias 1) on 2D x."""
     if x.dim() != 2 or w.dim() != 1 or w.dtype != x.dtype:
@@ -528,7 +481,7 @@ def rmsnorm(x, w, eps=1e-6, out=None, *, weight_bias=0.0):
     out = torch.empty_like(x) if out is None else out
     check_tensors(x, w, out, hidden=hidden)
     if tokens:
-        run = launcher("rmsnorm", dtype, hidden, tokens, float(weight_bias), device_index=dev(x))
+        run = launcher("rmsnorm", dtype, hidden, tokens, float(weight_bias))
         run(x, w, out, eps)
     return out
 
@@ -545,7 +498,7 @@ def fused_add_rmsnorm(x, residual, w, eps=1e-6, *, weight_bias=0.0):
     check_tensors(x, residual, w, hidden=hidden)
     if tokens:
         kind = "fused_add_rmsnorm"
-        run = launcher(kind, dtype, hidden, tokens, float(weight_bias), device_index=dev(x))
+        run = launcher(kind, dtype, hidden, tokens, float(weight_bias))
         run(x, residual, w, eps)
 
 
@@ -560,7 +513,7 @@ def layernorm(x, gamma, beta, eps=1e-6, out=None):
     out = torch.empty_like(x) if out is None else out
     check_tensors(x, gamma, beta, out, hidden=hidden)
     if tokens:
-        run = launcher("layernorm", "bfloat16", hidden, tokens, device_index=dev(x))
+        run = launcher("layernorm", "bfloat16", hidden, tokens)
         run(x, gamma, beta, out, eps)
     return out
 

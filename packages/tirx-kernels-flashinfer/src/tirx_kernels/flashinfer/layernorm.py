@@ -42,8 +42,9 @@ TEST_SHAPES = [
     (127, 5120),
     (4113, 11008),
     (16384, 8192),
-    (3001, 2048),  # the persistent schedule, rows not a multiple of its grid
-    (4113, 1000),  # persistent, tail lanes in every row
+    (8193, 2048),  # 4 rows per CTA, the last CTA with 1 row
+    (8195, 1000),  # 4 rows per CTA (last: 3), tail lanes in every row
+    (9001, 4096),  # 2 rows per CTA, the last CTA with 1 row
 ]
 BENCH_SHAPES = [
     (1, 4096),
@@ -72,8 +73,7 @@ EPS = 1e-6
 def get_kernel(dtype, hidden, tokens=None, **_):
     """The TIRx PrimFunc the host launches for ``tokens`` rows (``_norm.schedule``).
 
-    Tokens are dynamic; their count picks the schedule. A persistent kernel takes a trailing
-    ``ctas`` grid size: launch through ``_norm.launcher``, which passes it.
+    Tokens are dynamic; their count picks the schedule.
     """
     _norm.check_domain(dtype, hidden, bf16_only=True)
     return _norm.kernel_for("layernorm", dtype, hidden, tokens)

@@ -7,7 +7,8 @@
 
 Port of ``flashinfer.norm.rmsnorm`` for 2D input (``flashinfer/norm/__init__.py`` ->
 ``csrc/norm.cu::rmsnorm`` -> ``include/flashinfer/norm.cuh``: ``RMSNorm`` launcher,
-``RMSNormKernel`` with ``weight_bias = 0``). Shared TIRx code: ``_norm.py``.
+``RMSNormKernel`` with ``weight_bias = 0``).
+Shared TIRx code: ``_norm.py``, ``_rms_api.py``.
 
 Numerics (as upstream): bf16/fp16 in and out, fp32 math; per-thread fp32 sum of squares,
 warp then CTA reduction, ``rms_rcp = rsqrt(sum_sq / d + eps)``,
@@ -21,10 +22,8 @@ contiguous rows. Anything else raises ValueError (see ``_norm.check_domain``).
 
 from __future__ import annotations
 
-import torch
-
-from . import _norm
 from ._norm import NORM_BENCH_CONFIGS, NORM_CONFIGS
+from ._rms_api import RMSNormKernelAPI
 
 KERNEL_META = {
     "name": "flashinfer_rmsnorm",
@@ -39,77 +38,9 @@ KERNEL_META = {
 CONFIGS = NORM_CONFIGS
 BENCH_CONFIGS = NORM_BENCH_CONFIGS
 
-EPS = 1e-6
 WEIGHT_BIAS = 0.0  # RMSNormKernel's weight_bias for plain RMSNorm
 
-
-def get_kernel(dtype, hidden, tokens=None, **_):
-    """The TIRx PrimFunc the host launches for ``tokens`` rows (``_norm.schedule``).
-
-    Tokens are dynamic; their count picks the schedule. A persistent kernel takes a trailing
-    ``ctas`` grid size: launch through ``_norm.launcher``, which passes it.
-    """
-    return _norm.kernel_for("rmsnorm", dtype, hidden, tokens, WEIGHT_BIAS)
-
-
-def apply(x, w, eps=EPS, out=None):
-    """``flashinfer.norm.rmsnorm(x, w, eps, out)`` for 2D x, through the TIRx kernel."""
-    return _norm.rmsnorm(x, w, eps, out, weight_bias=WEIGHT_BIAS)
-
-
-def prepare_data(dtype, tokens, hidden, **_):
-    return {
-        "x": _norm.randn((tokens, hidden), dtype, seed=tokens * 7 + hidden),
-        "w": _norm.randn((hidden,), dtype, seed=hidden + 1, scale=0.5, shift=1.0),
-    }
-
-
-def reference(x, w, eps=EPS):
-    """fp32 torch RMSNorm (unrounded)."""
-    xf = x.float()
-    rms_rcp = torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps)
-    return xf * rms_rcp * (WEIGHT_BIAS + w.float())
-
-
-def run_test(dtype, tokens, hidden, **_):
-    _norm.skip_unless_gpu(KERNEL_META)
-    data = prepare_data(dtype, tokens, hidden)
-    out = apply(data["x"], data["w"])
-    torch.cuda.synchronize()
-    _norm.assert_close("vs torch fp32", out, reference(**data), _norm.dtype_tols(dtype))
-    if _norm.flashinfer_available():
-        import flashinfer
-
-        want = flashinfer.norm.rmsnorm(data["x"], data["w"], eps=EPS)
-        _norm.assert_close("vs flashinfer", out, want, _norm.ulp_tols(dtype))
-
-
-def run_bench(
-    dtype, tokens, hidden, *, warmup=None, repeat=None, timer=None, rounds=1, cooldown_s=1.0, **_
-):
-    from tirx_kernels.core import toolchain
-
-    data = prepare_data(dtype, tokens, hidden)
-    x, w = data["x"], data["w"]
-    out = torch.empty_like(x)
-    run = _norm.launcher("rmsnorm", dtype, hidden, tokens, WEIGHT_BIAS)  # the host's schedule
-
-    def build_flashinfer():
-        import flashinfer
-
-        o = torch.empty_like(x)
-        flashinfer.norm.rmsnorm(x, w, eps=EPS, out=o)  # JIT outside timing
-        return lambda: flashinfer.norm.rmsnorm(x, w, eps=EPS, out=o)
-
-    def build_torch():
-        return lambda: torch.nn.functional.rms_norm(x, (hidden,), w, EPS)
-
-    return toolchain.bench(
-        {"tirx": lambda: run(x, w, out, EPS)},
-        references={"flashinfer": build_flashinfer, "torch": build_torch},
-        warmup=warmup,
-        repeat=repeat,
-        timer=timer,
-        rounds=rounds,
-        cooldown_s=cooldown_s,
-    )
+# The contract functions, shared with the other RMSNorm kernels (see _rms_api.py)
+_API = RMSNormKernelAPI(KERNEL_META, WEIGHT_BIAS, op="rmsnorm")
+get_kernel, apply, prepare_data = _API.get_kernel, _API.apply, _API.prepare_data
+reference, run_test, run_bench = _API.reference, _API.run_test, _API.run_bench

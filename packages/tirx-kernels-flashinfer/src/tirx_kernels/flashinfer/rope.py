@@ -30,10 +30,15 @@ Expected difference to FlashInfer: at most one output ulp (fp32 contraction orde
 accurate fp32 torch reference: dominated by ``__powf``'s ~4e-7 relative error times ``p``
 (about 1e-2 absolute at p ~ 4k on randn data).
 
-Schedule: a thread owns 8 rotation pairs of one token (two 16-byte vectors of a head) and
-loops over a group of heads (q heads, then k heads) reusing its cos/sin; ``gridDim.y`` splits
-the heads into groups, chosen on the host from the SM count so that few tokens still fill
-the GPU (upstream's head-parallel kernel) and many tokens run one balanced wave.
+Schedules (see :func:`uses_walk`): a thread owns 8 rotation pairs of one token (two 16-byte
+vectors of a head). Few tokens ("grid" kernel): the thread loops over a group of heads (q
+heads, then k heads) reusing its cos/sin; ``gridDim.y`` splits the heads into groups, chosen
+on the host from the SM count so that few tokens still fill the GPU (upstream's
+head-parallel kernel). Many tokens ("walk" kernel): a CTA walks tokens ``b, b + ctas, ...``
+with its threads on consecutive heads of one token, all of a thread's loads issued before
+the token's sin/cos. H200 sweep (scripts/rope_sweep.py, proton, one round, µs, grid vs walk):
+bf16 d128 32+8 heads t16384 89.94 vs 88.48 (interleaved 90.57 vs 88.31), fp16 d64 t16383
+49.87 vs 43.91, bf16 d256 16+8 heads t8192 54.93 vs 52.63, t512 4.66 vs 4.40.
 
 Dispatch domain (checked; anything else raises ValueError): q ``(nnz, Hq, D)`` and k
 ``(nnz, Hk, D)`` contiguous CUDA tensors, same dtype bfloat16 or float16, ``D`` in
@@ -131,13 +136,13 @@ CONFIGS = [
         "rope_theta": 1e6,
     },
     {
-        "label": "bf16_d256_hq16_hk16_t259_il",
+        "label": "bf16_d256_hq16_hk16_t1031_il",
         "dtype": "bfloat16",
         "head_dim": 256,
         "num_q_heads": 16,
         "num_kv_heads": 16,
         "interleave": True,
-        "tokens": 259,
+        "tokens": 1031,
     },
 ]
 
@@ -216,6 +221,8 @@ THREADS = 128
 # into a second register buffer) found no schedule worth its code over this one.
 MIN_CTAS_PER_SM = 12
 PAIRS = 8  # rotation pairs per thread: two 16-byte vectors of a head
+WALK_MIN_TOKENS = 512  # from here on the walk kernel wins (sweep above)
+WALK_MAX_HEAD_STEPS = 4  # a walk thread holds this many heads' vectors at most (registers)
 
 
 def _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype):
@@ -247,7 +254,35 @@ def _slots(j, interleave):
     return j, PAIRS + j
 
 
+def walk_ctas_per_sm(head_dim):
+    """Launch bound of the walk kernel: 8 CTAs (64 registers); d256 spills there, so 4."""
+    return 8 if head_dim <= 128 else 4
+
+
+def uses_walk(tokens, head_dim, num_heads):
+    """Whether the host launches the walk kernel for ``tokens`` (None: many) tokens."""
+    steps = -(-num_heads // (THREADS // (head_dim // (2 * PAIRS))))
+    return (tokens is None or tokens >= WALK_MIN_TOKENS) and steps <= WALK_MAX_HEAD_STEPS
+
+
 def get_kernel(
+    dtype="bfloat16",
+    head_dim=128,
+    num_q_heads=32,
+    num_kv_heads=8,
+    interleave=False,
+    pos_dtype="int32",
+    tokens=None,
+    **_,
+):
+    """The TIRx kernel the host launches for ``tokens`` tokens (see :func:`launcher`)."""
+    args = (dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype)
+    if uses_walk(tokens, head_dim, num_q_heads + num_kv_heads):
+        return get_walk_kernel(*args, min_ctas=walk_ctas_per_sm(head_dim))
+    return get_grid_kernel(*args)
+
+
+def get_grid_kernel(
     dtype="bfloat16",
     head_dim=128,
     num_q_heads=32,
@@ -258,7 +293,7 @@ def get_kernel(
     min_ctas=MIN_CTAS_PER_SM,
     **_,
 ):
-    """The TIRx kernel for one static shape family; the token count is dynamic.
+    """The few-token kernel for one static shape family; the token count is dynamic.
 
     Runtime scalars: ``groups`` (gridDim.y, head groups), ``rcp_scale``, ``rcp_theta``.
     """
@@ -354,15 +389,122 @@ def get_kernel(
     return rope
 
 
-@functools.cache
-def _compiled(
-    dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, min_ctas=MIN_CTAS_PER_SM
+def get_walk_kernel(
+    dtype="bfloat16",
+    head_dim=128,
+    num_q_heads=32,
+    num_kv_heads=8,
+    interleave=False,
+    pos_dtype="int32",
+    min_ctas=8,
+    **_,
 ):
-    return toolchain.compile(
-        get_kernel(
-            dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, min_ctas=min_ctas
+    """Many-token schedule: CTA ``b`` of ``ctas`` walks tokens ``b, b + ctas, ...``.
+
+    Its threads cover consecutive heads of one token (one contiguous span of q, then of k),
+    each thread issuing the loads of all its heads before the token's sin/cos; the
+    frequencies are computed once per thread. Runtime scalars: ``ctas`` (``<= n``),
+    ``rcp_scale``, ``rcp_theta``.
+    """
+    _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype)
+    T = toolchain.T
+    f32 = "float32"
+    half = head_dim // 2
+    bdx = head_dim // (2 * PAIRS)  # threads per head
+    slots = THREADS // bdx  # heads a CTA covers at once
+    hq, hk = num_q_heads, num_kv_heads
+    heads = hq + hk
+    iters = -(-heads // slots)
+    n = T.dynamic("n")
+
+    @T.inline
+    def load(X, tok, h, c0, a, o):
+        a[T.Ramp(o, 1, 8)] = X[tok, h, T.Ramp(c0, 1, 8)]
+        a[T.Ramp(o + 8, 1, 8)] = X[tok, h, T.Ramp(c0 + half, 1, 8)]
+
+    @T.inline
+    def store(X, tok, h, c0, o):
+        X[tok, h, T.Ramp(c0, 1, 8)] = o[T.Ramp(0, 1, 8)]
+        X[tok, h, T.Ramp(c0 + half, 1, 8)] = o[T.Ramp(8, 1, 8)]
+
+    @T.function
+    def rope_walk(
+        Q: T.Tensor((n, hq, head_dim), dtype),
+        K: T.Tensor((n, hk, head_dim), dtype),
+        pos: T.Tensor((n,), pos_dtype),
+        ctas: T.int32,
+        rcp_scale: T.float32,
+        rcp_theta: T.float32,
+    ):
+        T.func_attr({"tirx.noalias": True})
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=ctas, block=THREADS),
+            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=min_ctas),
         )
-    )
+        tid = T.cuda.thread_idx("x")
+        bid = T.cuda.block_idx("x")
+        tx = tid % bdx
+        slot = tid // bdx
+        freq = T.alloc_local((PAIRS,), f32)
+        cs = T.alloc_local((PAIRS,), f32)
+        sn = T.alloc_local((PAIRS,), f32)
+        a = T.alloc_local((iters * 2 * PAIRS,), dtype)
+        o = T.alloc_local((2 * PAIRS,), dtype)
+        for j in T.unroll(PAIRS):
+            k = _pair(tx, j, head_dim, interleave)
+            expo = T.cast(2 * k, f32) / T.float32(head_dim)
+            freq[j] = T.call_pure_extern("__powf", rcp_theta, expo, ty=f32) * rcp_scale
+        for s in range(T.truncdiv(n - bid + ctas - 1, ctas)):  # the host passes ctas <= n
+            tok = bid + s * ctas
+            for i in T.unroll(iters):
+                h = slot + i * slots
+                if (i + 1) * slots <= heads or h < heads:
+                    if (i + 1) * slots <= hq or h < hq:
+                        load(Q, tok, h, tx * 8, a, i * 16)
+                    else:
+                        load(K, tok, h - hq, tx * 8, a, i * 16)
+            p = T.cast(pos[tok], f32)
+            for j in T.unroll(PAIRS):
+                cs[j] = T.call_pure_extern("__cosf", p * freq[j], ty=f32)
+                sn[j] = T.call_pure_extern("__sinf", p * freq[j], ty=f32)
+            for i in T.unroll(iters):
+                h = slot + i * slots
+                if (i + 1) * slots <= heads or h < heads:
+                    for j in T.unroll(PAIRS):
+                        lo, hi = _slots(j, interleave)
+                        x0 = T.cast(a[i * 16 + lo], f32)
+                        x1 = T.cast(a[i * 16 + hi], f32)
+                        o[lo] = T.cast(x0 * cs[j] - x1 * sn[j], dtype)
+                        o[hi] = T.cast(x1 * cs[j] + x0 * sn[j], dtype)
+                    if (i + 1) * slots <= hq or h < hq:
+                        store(Q, tok, h, tx * 8, o)
+                    else:
+                        store(K, tok, h - hq, tx * 8, o)
+
+    return rope_walk
+
+
+@functools.cache
+def _compiled(dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, walk):
+    args = (dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype)
+    if walk:
+        return toolchain.compile(get_walk_kernel(*args, min_ctas=walk_ctas_per_sm(head_dim)))
+    return toolchain.compile(get_grid_kernel(*args))
+
+
+def launcher(dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, tokens, sms):
+    """``f(q, k, pos, rcp_scale, rcp_theta)`` running the host's kernel for ``tokens >= 1``.
+
+    ``sms``: the device's SM count, which sizes the grid.
+    """
+    heads = num_q_heads + num_kv_heads
+    walk = uses_walk(tokens, head_dim, heads)
+    ex = _compiled(dtype, head_dim, num_q_heads, num_kv_heads, bool(interleave), pos_dtype, walk)
+    if walk:
+        grid = min(tokens, sms * walk_ctas_per_sm(head_dim))
+    else:
+        grid = head_groups(tokens, head_dim, heads, sms)
+    return lambda q, k, pos, rcp_scale, rcp_theta: ex(q, k, pos, grid, rcp_scale, rcp_theta)
 
 
 def head_groups(tokens, head_dim, num_heads, sm_count, min_ctas=MIN_CTAS_PER_SM):
@@ -388,7 +530,7 @@ def _f32(x):
 
 
 def apply_rope_pos_ids_inplace(
-    q, k, pos_ids, rotary_dim=None, interleave=False, rope_scale=1.0, rope_theta=1e4, *, groups=None
+    q, k, pos_ids, rotary_dim=None, interleave=False, rope_scale=1.0, rope_theta=1e4
 ):
     """Rotate q ``(nnz, Hq, D)`` and k ``(nnz, Hk, D)`` in place by ``pos_ids`` ``(nnz,)``."""
     for name, t in (("q", q), ("k", k), ("pos_ids", pos_ids)):
@@ -421,11 +563,11 @@ def apply_rope_pos_ids_inplace(
         raise ValueError("flashinfer_rope: rope_scale and rope_theta must be finite and nonzero")
     if nnz == 0:
         return
-    if groups is None:
-        groups = head_groups(nnz, d, hq + hk, toolchain.sm_count(q.device.index or 0))
-    ex = _compiled(dtype, d, hq, hk, bool(interleave), pos_dtype)
+    run = launcher(
+        dtype, d, hq, hk, interleave, pos_dtype, nnz, toolchain.sm_count(q.device.index or 0)
+    )
     # Upstream passes float rope_scale / rope_theta and takes 1.0f / x in fp32 on the host.
-    ex(q, k, pos_ids, groups, _f32(1.0 / _f32(rope_scale)), _f32(1.0 / _f32(rope_theta)))
+    run(q, k, pos_ids, _f32(1.0 / _f32(rope_scale)), _f32(1.0 / _f32(rope_theta)))
 
 
 def prepare_data(
@@ -520,12 +662,12 @@ def run_bench(
 ):
     q, k, pos = prepare_data(dtype, head_dim, num_q_heads, num_kv_heads, tokens, pos_dtype)
     hq, hk = num_q_heads, num_kv_heads
-    ex = _compiled(dtype, head_dim, hq, hk, bool(interleave), pos_dtype)
-    groups = head_groups(tokens, head_dim, hq + hk, toolchain.sm_count(q.device.index or 0))
+    sms = toolchain.sm_count(q.device.index or 0)
+    run = launcher(dtype, head_dim, hq, hk, interleave, pos_dtype, tokens, sms)
     rs, rt = _f32(1.0 / _f32(rope_scale)), _f32(1.0 / _f32(rope_theta))
 
     def tirx():  # in place, repeated: a rotation keeps the data bounded
-        ex(q, k, pos, groups, rs, rt)
+        run(q, k, pos, rs, rt)
 
     def build_flashinfer():
         import flashinfer.rope as fr
