@@ -195,10 +195,10 @@ def make_rmsnorm(
         for it in T.unroll(k):
             c = (it * threads + tx) * VEC
             if exact or c < hidden:
-                wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
                 for r in T.unroll(R):  # rows past M re-read row M - 1; never stored
                     src = row0 + r if R == 1 else T.min(row0 + r, M - 1)
                     xr[T.Ramp((r * k + it) * VEC, 1, VEC)] = X[src, T.Ramp(c, 1, VEC)]
+                wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
             else:
                 for i in T.unroll(R * VEC):
                     xr[(i // VEC * k + it) * VEC + i % VEC] = T.cast(T.float32(0), dtype)
