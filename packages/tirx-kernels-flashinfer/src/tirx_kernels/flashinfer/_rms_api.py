@@ -97,9 +97,22 @@ class RMSNormKernelAPI:
         from tirx_kernels.core import toolchain
 
         data = self.prepare_data(dtype, tokens, hidden)
+        run = _norm.launcher(self.kind, dtype, hidden, tokens, self.weight_bias)
+        ours, references = self.bench_impls(data, hidden, run)
+        return toolchain.bench(
+            {"tirx": ours},
+            references=references,
+            warmup=warmup,
+            repeat=repeat,
+            timer=timer,
+            rounds=rounds,
+            cooldown_s=cooldown_s,
+        )
+
+    def bench_impls(self, data, hidden, run):
+        """(our launch, {reference name: lazy builder of its launch}) on ``data``."""
         x, w = data["x"], data["w"]
         out = torch.empty_like(x)
-        run = _norm.launcher(self.kind, dtype, hidden, tokens, self.weight_bias)
 
         def build_flashinfer():
             op, o = self.flashinfer_op(), torch.empty_like(x)
@@ -110,15 +123,8 @@ class RMSNormKernelAPI:
             w1 = self.torch_weight(w)
             return lambda: torch.nn.functional.rms_norm(x, (hidden,), w1, EPS)
 
-        return toolchain.bench(
-            {"tirx": lambda: run(x, w, out, EPS)},
-            references={"flashinfer": build_flashinfer, "torch": build_torch},
-            warmup=warmup,
-            repeat=repeat,
-            timer=timer,
-            rounds=rounds,
-            cooldown_s=cooldown_s,
-        )
+        ours = lambda: run(x, w, out, EPS)  # noqa: E731
+        return ours, {"flashinfer": build_flashinfer, "torch": build_torch}
 
 
 class FusedAddRMSNormKernelAPI(RMSNormKernelAPI):
@@ -159,24 +165,8 @@ class FusedAddRMSNormKernelAPI(RMSNormKernelAPI):
             _norm.assert_close("residual vs flashinfer", res, fres, {"rtol": 0, "atol": 0})
             _norm.assert_close("output vs flashinfer", x, fx, _norm.ulp_tols(dtype))
 
-    def run_bench(
-        self,
-        dtype,
-        tokens,
-        hidden,
-        *,
-        warmup=None,
-        repeat=None,
-        timer=None,
-        rounds=1,
-        cooldown_s=1.0,
-        **_,
-    ):
-        from tirx_kernels.core import toolchain
-
-        data = self.prepare_data(dtype, tokens, hidden)
+    def bench_impls(self, data, hidden, run):
         w = data["w"]
-        run = _norm.launcher(self.kind, dtype, hidden, tokens, self.weight_bias)
         x0, r0 = data["x"].clone(), data["residual"].clone()  # each implementation owns its state
 
         def build_flashinfer():
@@ -195,12 +185,5 @@ class FusedAddRMSNormKernelAPI(RMSNormKernelAPI):
 
             return run_torch
 
-        return toolchain.bench(
-            {"tirx": lambda: run(x0, r0, w, EPS)},
-            references={"flashinfer": build_flashinfer, "torch": build_torch},
-            warmup=warmup,
-            repeat=repeat,
-            timer=timer,
-            rounds=rounds,
-            cooldown_s=cooldown_s,
-        )
+        ours = lambda: run(x0, r0, w, EPS)  # noqa: E731
+        return ours, {"flashinfer": build_flashinfer, "torch": build_torch}
