@@ -254,6 +254,53 @@ def _slots(j, interleave):
     return j, PAIRS + j
 
 
+def _head_ops(T, dtype, head_dim, num_q_heads, interleave):
+    """T.inline helpers of both kernels: (load_head, store_head, rotate).
+
+    A thread's 16 elements of head ``h`` (of the concatenated q heads, then k heads) are the
+    8 at column ``tx * 8`` and the 8 at ``head_dim / 2 + tx * 8``; they live at ``a[off:off+16]``.
+    ``is_q``: whether ``h`` is a q head (an expression, or True/False when known statically).
+    """
+    f32 = "float32"
+    half = head_dim // 2
+    hq = num_q_heads
+
+    @T.inline
+    def load(X, tok, h, c0, a, off):
+        a[T.Ramp(off, 1, 8)] = X[tok, h, T.Ramp(c0, 1, 8)]
+        a[T.Ramp(off + 8, 1, 8)] = X[tok, h, T.Ramp(c0 + half, 1, 8)]
+
+    @T.inline
+    def store(X, tok, h, c0, o):
+        X[tok, h, T.Ramp(c0, 1, 8)] = o[T.Ramp(0, 1, 8)]
+        X[tok, h, T.Ramp(c0 + half, 1, 8)] = o[T.Ramp(8, 1, 8)]
+
+    @T.inline
+    def load_head(Q, K, tok, tx, h, is_q, a, off):
+        if is_q:
+            load(Q, tok, h, tx * 8, a, off)
+        else:
+            load(K, tok, h - hq, tx * 8, a, off)
+
+    @T.inline
+    def store_head(Q, K, tok, tx, h, is_q, o):
+        if is_q:
+            store(Q, tok, h, tx * 8, o)
+        else:
+            store(K, tok, h - hq, tx * 8, o)
+
+    @T.inline
+    def rotate(a, off, o, cs, sn):
+        for j in T.unroll(PAIRS):
+            lo, hi = _slots(j, interleave)
+            x0 = T.cast(a[off + lo], f32)
+            x1 = T.cast(a[off + hi], f32)
+            o[lo] = T.cast(x0 * cs[j] - x1 * sn[j], dtype)
+            o[hi] = T.cast(x1 * cs[j] + x0 * sn[j], dtype)
+
+    return load_head, store_head, rotate
+
+
 def walk_ctas_per_sm(head_dim):
     """Launch bound of the walk kernel: 8 CTAs (64 registers); d256 spills there, so 4."""
     return 8 if head_dim <= 128 else 4
@@ -300,45 +347,12 @@ def get_grid_kernel(
     _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype)
     T = toolchain.T
     f32 = "float32"
-    half = head_dim // 2
     bdx = head_dim // (2 * PAIRS)  # threads per (token, head)
     bdy = threads // bdx  # tokens per CTA
     hq, hk = num_q_heads, num_kv_heads
     n = T.dynamic("n")
 
-    @T.inline
-    def load(X, tok, h, c0, a):
-        a[T.Ramp(0, 1, 8)] = X[tok, h, T.Ramp(c0, 1, 8)]
-        a[T.Ramp(8, 1, 8)] = X[tok, h, T.Ramp(c0 + half, 1, 8)]
-
-    @T.inline
-    def store(X, tok, h, c0, o):
-        X[tok, h, T.Ramp(c0, 1, 8)] = o[T.Ramp(0, 1, 8)]
-        X[tok, h, T.Ramp(c0 + half, 1, 8)] = o[T.Ramp(8, 1, 8)]
-
-    @T.inline
-    def rotate(a, o, cs, sn):
-        for j in T.unroll(PAIRS):
-            lo, hi = _slots(j, interleave)
-            x0 = T.cast(a[lo], f32)
-            x1 = T.cast(a[hi], f32)
-            o[lo] = T.cast(x0 * cs[j] - x1 * sn[j], dtype)
-            o[hi] = T.cast(x1 * cs[j] + x0 * sn[j], dtype)
-
-    # h indexes the concatenated heads (q heads, then k heads).
-    @T.inline
-    def load_head(Q, K, tok, tx, h, a):
-        if h < hq:
-            load(Q, tok, h, tx * 8, a)
-        else:
-            load(K, tok, h - hq, tx * 8, a)
-
-    @T.inline
-    def store_head(Q, K, tok, tx, h, o):
-        if h < hq:
-            store(Q, tok, h, tx * 8, o)
-        else:
-            store(K, tok, h - hq, tx * 8, o)
+    load_head, store_head, rotate = _head_ops(T, dtype, head_dim, hq, interleave)
 
     @T.inline
     def trig(p, tx, cs, sn, rcp_theta, rcp_scale):
@@ -376,15 +390,15 @@ def get_grid_kernel(
             # First head (gy < groups <= Hq + Hk) peeled: its loads are issued before the
             # trig, so their latency overlaps the position load (upstream loads a head only
             # after sincos, two dependent DRAM trips for a few tokens).
-            load_head(Q, K, tok, tx, gy, a)
+            load_head(Q, K, tok, tx, gy, gy < hq, a, 0)
             trig(p, tx, cs, sn, rcp_theta, rcp_scale)
-            rotate(a, o, cs, sn)
-            store_head(Q, K, tok, tx, gy, o)
+            rotate(a, 0, o, cs, sn)
+            store_head(Q, K, tok, tx, gy, gy < hq, o)
             for it in range(1, T.ceildiv(hq + hk - gy, groups)):
                 h = gy + it * groups
-                load_head(Q, K, tok, tx, h, a)
-                rotate(a, o, cs, sn)
-                store_head(Q, K, tok, tx, h, o)
+                load_head(Q, K, tok, tx, h, h < hq, a, 0)
+                rotate(a, 0, o, cs, sn)
+                store_head(Q, K, tok, tx, h, h < hq, o)
 
     return rope
 
@@ -409,7 +423,6 @@ def get_walk_kernel(
     _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype)
     T = toolchain.T
     f32 = "float32"
-    half = head_dim // 2
     bdx = head_dim // (2 * PAIRS)  # threads per head
     slots = THREADS // bdx  # heads a CTA covers at once
     hq, hk = num_q_heads, num_kv_heads
@@ -417,15 +430,7 @@ def get_walk_kernel(
     iters = -(-heads // slots)
     n = T.dynamic("n")
 
-    @T.inline
-    def load(X, tok, h, c0, a, o):
-        a[T.Ramp(o, 1, 8)] = X[tok, h, T.Ramp(c0, 1, 8)]
-        a[T.Ramp(o + 8, 1, 8)] = X[tok, h, T.Ramp(c0 + half, 1, 8)]
-
-    @T.inline
-    def store(X, tok, h, c0, o):
-        X[tok, h, T.Ramp(c0, 1, 8)] = o[T.Ramp(0, 1, 8)]
-        X[tok, h, T.Ramp(c0 + half, 1, 8)] = o[T.Ramp(8, 1, 8)]
+    load_head, store_head, rotate = _head_ops(T, dtype, head_dim, hq, interleave)
 
     @T.function
     def rope_walk(
@@ -458,11 +463,8 @@ def get_walk_kernel(
             tok = bid + s * ctas
             for i in T.unroll(iters):
                 h = slot + i * slots
-                if (i + 1) * slots <= heads or h < heads:
-                    if (i + 1) * slots <= hq or h < hq:
-                        load(Q, tok, h, tx * 8, a, i * 16)
-                    else:
-                        load(K, tok, h - hq, tx * 8, a, i * 16)
+                if (i + 1) * slots <= heads or h < heads:  # static where it can be
+                    load_head(Q, K, tok, tx, h, (i + 1) * slots <= hq or h < hq, a, i * 16)
             p = T.cast(pos[tok], f32)
             for j in T.unroll(PAIRS):
                 cs[j] = T.call_pure_extern("__cosf", p * freq[j], ty=f32)
@@ -470,16 +472,8 @@ def get_walk_kernel(
             for i in T.unroll(iters):
                 h = slot + i * slots
                 if (i + 1) * slots <= heads or h < heads:
-                    for j in T.unroll(PAIRS):
-                        lo, hi = _slots(j, interleave)
-                        x0 = T.cast(a[i * 16 + lo], f32)
-                        x1 = T.cast(a[i * 16 + hi], f32)
-                        o[lo] = T.cast(x0 * cs[j] - x1 * sn[j], dtype)
-                        o[hi] = T.cast(x1 * cs[j] + x0 * sn[j], dtype)
-                    if (i + 1) * slots <= hq or h < hq:
-                        store(Q, tok, h, tx * 8, o)
-                    else:
-                        store(K, tok, h - hq, tx * 8, o)
+                    rotate(a, i * 16, o, cs, sn)
+                    store_head(Q, K, tok, tx, h, (i + 1) * slots <= hq or h < hq, o)
 
     return rope_walk
 
