@@ -51,7 +51,7 @@ def test_exit_zero_when_nothing_failed(modes_family):
 @pytest.mark.parametrize("args, message", [
     (["test", "--kernel", "nope"], "no kernel 'nope'; installed kernels: alpha_kern"),
     (["test", "--kernel", "alpha_kern", "--config", "zzz"], "available: pass, fail"),
-    (["test", "--config", "pass"], "--config needs --kernel"),
+    (["test", "--config", "pass"], "--config needs exactly one --kernel"),
     (["test", "--family", "nope"], "no family 'nope'; installed families: alpha"),
     (["list", "--family", "nope"], "no family 'nope'"),
 ])
@@ -59,6 +59,19 @@ def test_usage_errors_exit_2_and_list_what_exists(modes_family, args, message):
     p = tirx_run(*args)
     assert p.returncode == 2
     assert message in p.stderr
+
+
+def test_kernel_is_repeatable(fake_site):
+    one = repr([{"label": "pass", "mode": "pass"}])
+    fake_site.family("alpha", {"a": kernel_source("alpha_a", "alpha", configs=one),
+                               "b": kernel_source("alpha_b", "alpha", configs=one),
+                               "c": kernel_source("alpha_c", "alpha", configs=one)})
+    p = tirx_run("test", "--kernel", "alpha_a", "--kernel", "alpha_c", "--kernel", "alpha_a",
+                 "--json")
+    assert p.returncode == 0, p.stderr
+    assert [r["kernel"] for r in json.loads(p.stdout)["results"]] == ["alpha_a", "alpha_c"]
+    p = tirx_run("test", "--kernel", "alpha_a", "--kernel", "alpha_c", "--config", "pass")
+    assert p.returncode == 2 and "--config needs exactly one --kernel" in p.stderr
 
 
 def test_list_json_and_text(modes_family):

@@ -45,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
                                  "without a suitable GPU)"),
                         ("bench", "time configs against their references")):
         c = sub.add_parser(name, help=help_)
-        c.add_argument("--kernel", required=name == "bench")
+        c.add_argument("--kernel", action="append", dest="kernels", metavar="NAME",
+                       required=name == "bench", help="a kernel (repeatable); default: all")
         c.add_argument("--config", action="append", dest="configs", metavar="LABEL",
                        help="a config label (repeatable); default: every config")
         c.add_argument("--json", action="store_true", help="print results as JSON on stdout")
@@ -140,11 +141,13 @@ def cmd_plugins(registry: Registry, args) -> int:
 
 
 def _requests(registry: Registry, args, action: str) -> list[Request]:
-    if args.configs and not args.kernel:
-        raise UsageError("--config needs --kernel (labels belong to one kernel)")
+    names = list(dict.fromkeys(args.kernels or []))  # repeats run once
+    if args.configs and len(names) != 1:
+        raise UsageError("--config needs exactly one --kernel (labels belong to one kernel)")
     if args.timeout <= 0:
         raise UsageError("--timeout must be > 0 seconds")
-    kernels = registry.select(kernel=args.kernel, family=getattr(args, "family", None))
+    family = getattr(args, "family", None)
+    kernels = [k for name in names or [None] for k in registry.select(kernel=name, family=family)]
     bench = action == "bench"
     options = {}
     if bench:
