@@ -38,7 +38,8 @@ head-parallel kernel). Many tokens ("walk" kernel): a CTA walks tokens ``b, b + 
 with its threads on consecutive heads of one token, all of a thread's loads issued before
 the token's sin/cos. H200 sweep (scripts/rope_sweep.py, proton, one round, µs, grid vs walk):
 bf16 d128 32+8 heads t16384 89.94 vs 88.48 (interleaved 90.57 vs 88.31), fp16 d64 t16383
-49.87 vs 43.91, bf16 d256 16+8 heads t8192 54.93 vs 52.63, t512 4.66 vs 4.40.
+49.87 vs 43.91, bf16 d256 16+8 heads t8192 54.93 vs 52.63; bf16 d128 32+8 heads t512
+4.66 vs 4.40.
 
 Dispatch domain (checked; anything else raises ValueError): q ``(nnz, Hq, D)`` and k
 ``(nnz, Hk, D)`` contiguous CUDA tensors, same dtype bfloat16 or float16, ``D`` in
@@ -134,6 +135,16 @@ CONFIGS = [
         "interleave": False,
         "tokens": 16383,
         "rope_theta": 1e6,
+    },
+    {
+        # 5 head steps of 8 heads: the grid kernel, its head loop (3 groups of ~14 heads)
+        "label": "bf16_d256_hq32_hk8_t4000",
+        "dtype": "bfloat16",
+        "head_dim": 256,
+        "num_q_heads": 32,
+        "num_kv_heads": 8,
+        "interleave": False,
+        "tokens": 4000,
     },
     {
         "label": "bf16_d256_hq16_hk16_t1031_il",
@@ -410,7 +421,7 @@ def get_walk_kernel(
     num_kv_heads=8,
     interleave=False,
     pos_dtype="int32",
-    min_ctas=8,
+    min_ctas=None,
     **_,
 ):
     """Many-token schedule: CTA ``b`` of ``ctas`` walks tokens ``b, b + ctas, ...``.
@@ -418,9 +429,11 @@ def get_walk_kernel(
     Its threads cover consecutive heads of one token (one contiguous span of q, then of k),
     each thread issuing the loads of all its heads before the token's sin/cos; the
     frequencies are computed once per thread. Runtime scalars: ``ctas`` (``<= n``),
-    ``rcp_scale``, ``rcp_theta``.
+    ``rcp_scale``, ``rcp_theta``. ``min_ctas``: the launch bound (default
+    :func:`walk_ctas_per_sm`).
     """
     _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype)
+    min_ctas = min_ctas or walk_ctas_per_sm(head_dim)
     T = toolchain.T
     f32 = "float32"
     bdx = head_dim // (2 * PAIRS)  # threads per head
