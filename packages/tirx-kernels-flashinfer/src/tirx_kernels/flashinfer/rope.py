@@ -227,12 +227,12 @@ DTYPES = ("bfloat16", "float16")
 HEAD_DIMS = (64, 128, 256)
 POS_DTYPES = ("int32", "int64")
 THREADS = 128
-# Launch bound: caps registers at 40 so 1536 threads stay resident. An H200 sweep (proton,
-# t16384 d128: 89.80 µs at 12, 89.28 at 8, 88.85 at 8 with the next head's loads prefetched
-# into a second register buffer) found no schedule worth its code over this one.
+# The grid kernel's launch bound: caps registers at 40 so 1536 threads stay resident (an H200
+# sweep, proton, t16384 d128: 89.80 µs at 12, 89.28 at 8, 88.85 at 8 with the next head's
+# loads prefetched into a second register buffer; the walk kernel now serves many tokens).
 MIN_CTAS_PER_SM = 12
 PAIRS = 8  # rotation pairs per thread: two 16-byte vectors of a head
-WALK_MIN_TOKENS = 512  # from here on the walk kernel wins (sweep above)
+WALK_MIN_TOKENS = 512  # the walk kernel from here on (one sweep point; module docstring)
 WALK_MAX_HEAD_STEPS = 4  # a walk thread holds this many heads' vectors at most (registers)
 
 
@@ -336,7 +336,7 @@ def get_kernel(
     """The TIRx kernel the host launches for ``tokens`` tokens (see :func:`launcher`)."""
     args = (dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype)
     if uses_walk(tokens, head_dim, num_q_heads + num_kv_heads):
-        return get_walk_kernel(*args, min_ctas=walk_ctas_per_sm(head_dim))
+        return get_walk_kernel(*args)
     return get_grid_kernel(*args)
 
 
@@ -495,7 +495,7 @@ def get_walk_kernel(
 def _compiled(dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, walk):
     args = (dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype)
     if walk:
-        return toolchain.compile(get_walk_kernel(*args, min_ctas=walk_ctas_per_sm(head_dim)))
+        return toolchain.compile(get_walk_kernel(*args))
     return toolchain.compile(get_grid_kernel(*args))
 
 
