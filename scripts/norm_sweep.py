@@ -3,11 +3,14 @@
 """Sweep the FlashInfer norm ports' schedules on the H200 (how _norm.schedule was picked).
 
     python scripts/norm_sweep.py OUT.json [--full] [--kinds rmsnorm,layernorm] [--budget-s 230]
+        [--shapes 16384x2048,4113x11008]
 
 For each (kernel, shape) it times, with the proton timer (cold L2, one round, no cooldown):
 the one-row kernel at plan()'s vectors-per-thread ``k`` (``--full``: every valid k in
 1/2/4/8) and, for RMSNorm and LayerNorm, at 2 and 4 rows per CTA; fused add's late-weight
-kernel at k = 2, 4 and the host's k; FlashInfer's op when ``import flashinfer`` works; and
+kernel at k = 2, 4 and the host's k; LayerNorm's variants also with gamma/beta loaded
+``L1::evict_last`` (``_keep``, the ``keep_gamma_beta`` keyword); FlashInfer's op when
+``import flashinfer`` works; and
 ``neg``, ``torch.neg(x, out=y)``: an elementwise kernel moving the same activation bytes
 (RMSNorm, LayerNorm), the bandwidth ceiling at that size (a plain ``copy_`` is a memcpy,
 which proton does not time). ``*`` marks the host's schedule. Before timing, every variant's
@@ -115,6 +118,8 @@ def variants_of(norm, kind, hidden, k0, full):
     if kind == "fused_add_rmsnorm":
         late = [k for k in ks if k in (2, 4, k0)]
         out += [(f"late_w_k{k}", {"vecs_per_thread": k, "late_weight": True}) for k in late]
+    if kind == "layernorm":
+        out += [(f"{name}_keep", {**s, "keep_gamma_beta": True}) for name, s in out]
     return out
 
 
@@ -187,6 +192,7 @@ def main(argv=None) -> int:
     ap.add_argument("--full", action="store_true", help="also time one-row kernels at every k")
     ap.add_argument("--kinds", default=",".join(SHAPES), help="comma-separated subset")
     ap.add_argument("--budget-s", type=float, default=230.0, help="start no shape after this")
+    ap.add_argument("--shapes", default="", help="TOKENSxHIDDEN,... instead of the built-in list")
     args = ap.parse_args(argv)
     kinds = [k for k in args.kinds.split(",") if k]
     unknown = set(kinds) - set(SHAPES)
@@ -221,8 +227,12 @@ def main(argv=None) -> int:
     def print_line(s):
         print(s, flush=True)
 
+    try:
+        custom = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",") if s]
+    except ValueError:
+        ap.error(f"--shapes {args.shapes!r}: expected TOKENSxHIDDEN,... e.g. 16384x2048")
     for kind in kinds:
-        for tokens, hidden in SHAPES[kind]:
+        for tokens, hidden in custom or SHAPES[kind]:
             if time.time() - start > args.budget_s:
                 results["skipped"].append({"kernel": kind, "tokens": tokens, "hidden": hidden})
                 print_line(f"{kind:18s} {tokens:6d}x{hidden:<6d} skipped: past --budget-s")

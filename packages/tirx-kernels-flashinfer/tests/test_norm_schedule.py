@@ -11,13 +11,17 @@ from tirx_kernels.flashinfer import _norm, rope
 @pytest.mark.parametrize("kind", ["rmsnorm", "fused_add_rmsnorm", "layernorm"])
 def test_small_batches_keep_the_one_row_kernels(kind, tokens):
     sched = _norm.schedule(kind, 2048, tokens)
+    sched.pop("keep_gamma_beta", None)
     assert sched == {"vecs_per_thread": _norm.plan(2048, tokens, kind)[0]}
 
 
 @pytest.mark.parametrize("tokens", [_norm.SMALL_BATCH + 1, _norm.MANY_ROWS - 1])
 def test_mid_batches_take_one_row_per_cta(tokens):
     assert _norm.schedule("rmsnorm", 4096, tokens) == {"vecs_per_thread": 4}
-    assert _norm.schedule("layernorm", 2048, tokens) == {"vecs_per_thread": 1}
+    assert _norm.schedule("layernorm", 2048, tokens) == {
+        "vecs_per_thread": 1,
+        "keep_gamma_beta": True,
+    }
     assert _norm.schedule("fused_add_rmsnorm", 4096, tokens)["late_weight"] is True
 
 
@@ -26,9 +30,24 @@ def test_large_batches(tokens):
     assert _norm.schedule("rmsnorm", 2048, tokens) == {"vecs_per_thread": 1, "rows_per_cta": 2}
     assert _norm.schedule("rmsnorm", 8192, tokens) == {"vecs_per_thread": 4, "rows_per_cta": 2}
     assert _norm.schedule("rmsnorm", 11008, tokens) == {"vecs_per_thread": 4}
-    assert _norm.schedule("layernorm", 1000, tokens) == {"vecs_per_thread": 1, "rows_per_cta": 4}
-    assert _norm.schedule("layernorm", 2048, tokens) == {"vecs_per_thread": 1, "rows_per_cta": 4}
-    assert _norm.schedule("layernorm", 4096, tokens) == {"vecs_per_thread": 4, "rows_per_cta": 2}
+    keep = {"keep_gamma_beta": True}
+    assert _norm.schedule("layernorm", 1000, tokens) == {
+        "vecs_per_thread": 1,
+        "rows_per_cta": 4,
+        **keep,
+    }
+    assert _norm.schedule("layernorm", 2048, tokens) == {
+        "vecs_per_thread": 1,
+        "rows_per_cta": 4,
+        **keep,
+    }
+    assert _norm.schedule("layernorm", 4096, tokens) == {
+        "vecs_per_thread": 4,
+        "rows_per_cta": 2,
+        **keep,
+    }
+    assert _norm.schedule("layernorm", 11008, tokens) == {"vecs_per_thread": 4, **keep}
+    assert _norm.schedule("layernorm", 8192, tokens) == {"vecs_per_thread": 4}
     assert _norm.schedule("layernorm", 16384, tokens) == {"vecs_per_thread": 4}
     assert _norm.schedule("fused_add_rmsnorm", 16384, tokens) == {
         "vecs_per_thread": 2,
@@ -43,14 +62,32 @@ def test_large_batches(tokens):
 def test_launcher_compiles_the_host_schedule(monkeypatch):
     keys = []
     monkeypatch.setattr(_norm, "_compiled", lambda *key: keys.append(key))
-    _norm.launcher("layernorm", "bfloat16", 2048, 300)
+    _norm.launcher("layernorm", "bfloat16", 8192, 300)
     _norm.launcher("layernorm", "bfloat16", 2048, 16384)
     _norm.launcher("rmsnorm", "float16", 4096, 9000, 1.0, sched={"vecs_per_thread": 2})
     assert keys == [
-        ("layernorm", "bfloat16", 2048, 0.0, (("vecs_per_thread", 1),)),
-        ("layernorm", "bfloat16", 2048, 0.0, (("rows_per_cta", 4), ("vecs_per_thread", 1))),
+        ("layernorm", "bfloat16", 8192, 0.0, (("vecs_per_thread", 4),)),
+        (
+            "layernorm",
+            "bfloat16",
+            2048,
+            0.0,
+            (("keep_gamma_beta", True), ("rows_per_cta", 4), ("vecs_per_thread", 1)),
+        ),
         ("rmsnorm", "float16", 4096, 1.0, (("vecs_per_thread", 2),)),
     ]
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_layernorm_keeps_gamma_beta_in_l1_only_when_asked(keep):
+    from tirx_kernels.core import toolchain
+
+    func = _norm.make_layernorm(1000, None, 4, keep_gamma_beta=keep)  # tail lanes, R = 4
+    src = toolchain.cuda_source(toolchain.compile(func, "sm_90a"))
+    calls = src.count("ld.global.L1::evict_last.v4.f32 {")
+    assert calls == (1 if keep else 0)  # the helper's one asm statement
+    helper = "tvm_builtin_ptx_ld_vec_global_L1__evict_last_v4_f32("
+    assert src.count(helper) == (1 + 4 if keep else 0)  # definition + gamma, beta x 2 halves
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,9 @@ after a single barrier; the block is ``ceil(d / (8 * vecs_per_thread))`` threads
 to a warp) instead of ``min(1024, d / 8)``. For large batches (see :func:`schedule`): a CTA
 normalizes 2 or 4 rows at once (RMSNorm, LayerNorm: one barrier per reduction for all of
 them, one weight load), and fused add loads the weight at its use so two CTAs fit
-per SM. No PDL (``griddepcontrol``) and contiguous rows only.
+per SM. LayerNorm loads gamma/beta with ``L1::evict_last`` (except at hidden 8192 and 16384)
+so the streamed rows do not push them out of L1. No PDL (``griddepcontrol``) and contiguous
+rows only.
 
 Dispatch domain of the port: dtype bfloat16 or float16 (LayerNorm: bfloat16 input, float32
 gamma/beta, as upstream); ``hidden % 8 == 0`` (upstream's VEC_SIZE = 8 specialization;
@@ -100,6 +102,7 @@ def check_domain(dtype: str, hidden: int, tokens: int | None = None, *, bf16_onl
         raise ValueError(f"tokens={tokens} x hidden={hidden} exceeds 32-bit indexing")
 
 
+LD_EVICT_LAST_F32X4 = "ld.global.L1::evict_last.v4.f32"
 SMALL_BATCH = 256  # up to ~2 rows per SM: latency-bound, spread a row over more threads
 
 
@@ -137,7 +140,16 @@ def plan(
 # - Fused add: the weight loaded at its use, not with the row (``late_weight``): two CTAs per
 #   SM at 512 threads; h16384 wants 1024 threads (517.22 vs 522.84 one-row, FlashInfer 522.82;
 #   h4096 132.37 vs 133.43; 4113 x 11008 89.66 vs 90.14).
+# - LayerNorm gamma/beta loaded with L1::evict_last (``keep_gamma_beta``; 2026-12-03, one
+#   round): 16384 x 11008 184.08 vs 211.19, 4113 x 11008 50.89 vs 58.48, 1024 x 4096 7.41 vs
+#   7.86; a tie at h2048 (36.17 vs 36.14) and h4096 (68.70 vs 68.52); slower at h8192
+#   (137.04 vs 136.02) and h16384 (292.07 vs 290.69), where it is off. Tried and dropped in
+#   the same sweep: a 0% shared-memory carveout (L1 at its largest), L1::no_allocate on the
+#   rows, st.global.cs on the output, evict_last on RMSNorm's weight (35.28 vs 35.35 at
+#   h2048), and persistent kernels walking row groups with the next group prefetched into
+#   registers (LayerNorm h2048 39.48 vs 36.14, RMSNorm 36.77 vs 35.62).
 MANY_ROWS = 8192
+KEEP_GAMMA_BETA_OFF = (8192, 16384)  # LayerNorm hidden sizes where evict_last was slower
 ROWS_PER_CTA = {  # kind: ((max hidden, R, k or None for plan()'s), ...), first match wins
     "rmsnorm": ((8192, 2, None),),
     "layernorm": ((2048, 4, 1), (4096, 2, None)),
@@ -149,11 +161,14 @@ def schedule(kind: str, hidden: int, tokens: int | None) -> dict:
     k = plan(hidden, tokens, kind)[0]
     if kind == "fused_add_rmsnorm" and (tokens is None or tokens > SMALL_BATCH):
         return {"vecs_per_thread": 2 if hidden >= 16384 else k, "late_weight": True}
+    sched = {"vecs_per_thread": k}
+    if kind == "layernorm" and hidden not in KEEP_GAMMA_BETA_OFF:
+        sched["keep_gamma_beta"] = True
     if tokens is None or tokens >= MANY_ROWS:
         for max_hidden, rows, k_rows in ROWS_PER_CTA.get(kind, ()):
             if hidden <= max_hidden:
-                return {"vecs_per_thread": k_rows or k, "rows_per_cta": rows}
-    return {"vecs_per_thread": k}
+                return {**sched, "vecs_per_thread": k_rows or k, "rows_per_cta": rows}
+    return sched
 
 
 @functools.cache
@@ -321,11 +336,15 @@ def make_fused_add_rmsnorm(
 
 
 @functools.cache
-def make_layernorm(hidden: int, vecs_per_thread=None, rows_per_cta: int = 1):
+def make_layernorm(
+    hidden: int, vecs_per_thread=None, rows_per_cta: int = 1, keep_gamma_beta: bool = False
+):
     """out[m] = bf16((x - mean) * rsqrt(var + eps) * gamma + beta); x bf16, gamma/beta fp32.
 
     ``rows_per_cta`` (R): a CTA normalizes R consecutive rows at once (see make_rmsnorm); a
     gamma/beta vector is loaded once for the R rows, and two barriers serve them all.
+    ``keep_gamma_beta``: load gamma/beta with ``L1::evict_last``, so the streamed rows do not
+    evict them from L1 before the SM's next row needs them.
     """
     from tirx_kernels.core.toolchain import T
 
@@ -401,10 +420,20 @@ def make_layernorm(hidden: int, vecs_per_thread=None, rows_per_cta: int = 1):
         for it in T.unroll(k):
             c = (it * threads + tx) * VEC
             if exact or c < hidden:
-                gr[T.Ramp(0, 1, 4)] = G[T.Ramp(c, 1, 4)]
-                gr[T.Ramp(4, 1, 4)] = G[T.Ramp(c + 4, 1, 4)]
-                br[T.Ramp(0, 1, 4)] = B[T.Ramp(c, 1, 4)]
-                br[T.Ramp(4, 1, 4)] = B[T.Ramp(c + 4, 1, 4)]
+                if keep_gamma_beta:
+                    for h in T.unroll(2):  # 4 fp32 per 16-byte load
+                        o = 4 * h
+                        T.ptx[LD_EVICT_LAST_F32X4](
+                            gr[o], gr[o + 1], gr[o + 2], gr[o + 3], G.ptr_to([c + o])
+                        )
+                        T.ptx[LD_EVICT_LAST_F32X4](
+                            br[o], br[o + 1], br[o + 2], br[o + 3], B.ptr_to([c + o])
+                        )
+                else:
+                    gr[T.Ramp(0, 1, 4)] = G[T.Ramp(c, 1, 4)]
+                    gr[T.Ramp(4, 1, 4)] = G[T.Ramp(c + 4, 1, 4)]
+                    br[T.Ramp(0, 1, 4)] = B[T.Ramp(c, 1, 4)]
+                    br[T.Ramp(4, 1, 4)] = B[T.Ramp(c + 4, 1, 4)]
                 for r in T.unroll(R):
                     if R == 1 or row0 + r < M:
                         for v in T.unroll(VEC):
