@@ -337,7 +337,11 @@ def make_fused_add_rmsnorm(
 
 @functools.cache
 def make_layernorm(
-    hidden: int, vecs_per_thread=None, rows_per_cta: int = 1, keep_gamma_beta: bool = False
+    hidden: int,
+    vecs_per_thread=None,
+    rows_per_cta: int = 1,
+    keep_gamma_beta: bool = False,
+    prefetch_gamma_beta: bool = False,
 ):
     """out[m] = bf16((x - mean) * rsqrt(var + eps) * gamma + beta); x bf16, gamma/beta fp32.
 
@@ -399,6 +403,12 @@ def make_layernorm(
             else:
                 for i in T.unroll(R * VEC):
                     xr[(i // VEC * k + it) * VEC + i % VEC] = T.cast(T.float32(0), dtype)
+        if prefetch_gamma_beta:
+            for it in T.unroll(k):
+                c = (it * threads + tx) * VEC
+                if exact or c < hidden:
+                    T.ptx["prefetch.global.L1"](G.ptr_to([c]))
+                    T.ptx["prefetch.global.L1"](B.ptr_to([c]))
         for r in T.unroll(R):
             acc[r] = T.float32(0)
             for i in T.unroll(k * VEC):
