@@ -9,9 +9,9 @@ For each (kernel, shape) it times, with the proton timer (cold L2, one round, no
 the one-row kernel at plan()'s vectors-per-thread ``k`` (``--full``: every valid k in
 1/2/4/8) and, for RMSNorm and LayerNorm, at 2 and 4 rows per CTA; fused add's late-weight
 kernel at k = 2, 4 and the host's k; LayerNorm's variants also with gamma/beta loaded
-``L1::evict_last`` (``_keep``, the ``keep_gamma_beta`` keyword) and, at the host's k and R,
-prefetched into L1 before the reductions (``_pf``); FlashInfer's op when ``import flashinfer``
-works; and ``neg``, ``torch.neg(x, out=y)``: an elementwise kernel moving the same activation bytes
+``L1::evict_last`` (``_keep``, the ``keep_gamma_beta`` keyword); FlashInfer's op when
+``import flashinfer`` works; and
+``neg``, ``torch.neg(x, out=y)``: an elementwise kernel moving the same activation bytes
 (RMSNorm, LayerNorm), the bandwidth ceiling at that size (a plain ``copy_`` is a memcpy,
 which proton does not time). ``*`` marks the host's schedule. Before timing, every variant's
 output is compared with ``torch.equal`` to the one-row kernel's at
@@ -109,7 +109,7 @@ def flashinfer_builder(torch, kind, d):
     return build
 
 
-def variants_of(norm, kind, hidden, k0, full, host):
+def variants_of(norm, kind, hidden, k0, full):
     """(name, make_* keywords) of every schedule worth timing for one shape."""
     ks = valid_ks(norm, hidden)
     out = [(f"row_k{k}", {"vecs_per_thread": k}) for k in ks if full or k == k0]
@@ -120,13 +120,6 @@ def variants_of(norm, kind, hidden, k0, full, host):
         out += [(f"late_w_k{k}", {"vecs_per_thread": k, "late_weight": True}) for k in late]
     if kind == "layernorm":
         out += [(f"{name}_keep", {**s, "keep_gamma_beta": True}) for name, s in out]
-        like_host = [
-            (name, s)
-            for name, s in out
-            if s.get("rows_per_cta", 1) == host.get("rows_per_cta", 1)
-            and s["vecs_per_thread"] == host["vecs_per_thread"]
-        ]
-        out += [(f"{name}_pf", {**s, "prefetch_gamma_beta": True}) for name, s in like_host]
     return out
 
 
@@ -134,7 +127,7 @@ def sweep_shape(torch, toolchain, norm, kind, tokens, hidden, full, print_line):
     d = make_data(torch, norm, kind, tokens, hidden)
     k0 = norm.plan(hidden, tokens, kind)[0]
     host = norm.schedule(kind, hidden, tokens)
-    variants = variants_of(norm, kind, hidden, k0, full, host)
+    variants = variants_of(norm, kind, hidden, k0, full)
     ref_once, _ = runner(
         torch,
         norm,

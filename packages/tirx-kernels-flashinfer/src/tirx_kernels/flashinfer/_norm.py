@@ -147,7 +147,9 @@ def plan(
 #   the same sweep: a 0% shared-memory carveout (L1 at its largest), L1::no_allocate on the
 #   rows, st.global.cs on the output, evict_last on RMSNorm's weight (35.28 vs 35.35 at
 #   h2048), and persistent kernels walking row groups with the next group prefetched into
-#   registers (LayerNorm h2048 39.48 vs 36.14, RMSNorm 36.77 vs 35.62).
+#   registers (LayerNorm h2048 39.48 vs 36.14, RMSNorm 36.77 vs 35.62). Also dropped: LayerNorm
+#   gamma/beta prefetched into L1 (prefetch.global.L1) before the reductions, slower at every
+#   shape (h16384 321.60 vs 290.45, h2048 39.29 vs 36.15, 4113 x 11008 67.85 vs 58.51).
 MANY_ROWS = 8192
 KEEP_GAMMA_BETA_OFF = (8192, 16384)  # LayerNorm hidden sizes where evict_last was slower
 ROWS_PER_CTA = {  # kind: ((max hidden, R, k or None for plan()'s), ...), first match wins
@@ -337,11 +339,7 @@ def make_fused_add_rmsnorm(
 
 @functools.cache
 def make_layernorm(
-    hidden: int,
-    vecs_per_thread=None,
-    rows_per_cta: int = 1,
-    keep_gamma_beta: bool = False,
-    prefetch_gamma_beta: bool = False,
+    hidden: int, vecs_per_thread=None, rows_per_cta: int = 1, keep_gamma_beta: bool = False
 ):
     """out[m] = bf16((x - mean) * rsqrt(var + eps) * gamma + beta); x bf16, gamma/beta fp32.
 
@@ -403,12 +401,6 @@ def make_layernorm(
             else:
                 for i in T.unroll(R * VEC):
                     xr[(i // VEC * k + it) * VEC + i % VEC] = T.cast(T.float32(0), dtype)
-        if prefetch_gamma_beta:
-            for it in T.unroll(k):
-                c = (it * threads + tx) * VEC
-                if exact or c < hidden:
-                    T.ptx["prefetch.global.L1"](G.ptr_to([c]))
-                    T.ptx["prefetch.global.L1"](B.ptr_to([c]))
         for r in T.unroll(R):
             acc[r] = T.float32(0)
             for i in T.unroll(k * VEC):
