@@ -150,6 +150,10 @@ def plan(
 #   registers (LayerNorm h2048 39.48 vs 36.14, RMSNorm 36.77 vs 35.62). Also dropped: LayerNorm
 #   gamma/beta prefetched into L1 (prefetch.global.L1) before the reductions, slower at every
 #   shape (h16384 321.60 vs 290.45, h2048 39.29 vs 36.15, 4113 x 11008 67.85 vs 58.51).
+#   And a persistent RMSNorm streaming row groups into a shared-memory ring with 1D bulk
+#   copies (cp.async.bulk + mbarrier, 2-8 stages of 1-2 rows, 2-8 CTAs per SM; bit-identical
+#   output): best 35.53 vs 35.19 at 16384 x 2048, 68.78 vs 67.00 at 16384 x 4096; it won
+#   only at 1024 x 4096 (6.00 vs 6.27, two rounds), too little to carry a second kernel.
 MANY_ROWS = 8192
 KEEP_GAMMA_BETA_OFF = (8192, 16384)  # LayerNorm hidden sizes where evict_last was slower
 ROWS_PER_CTA = {  # kind: ((max hidden, R, k or None for plan()'s), ...), first match wins
