@@ -154,6 +154,9 @@ def plan(
 #   copies (cp.async.bulk + mbarrier, 2-8 stages of 1-2 rows, 2-8 CTAs per SM; bit-identical
 #   output): best 35.53 vs 35.19 at 16384 x 2048, 68.78 vs 67.00 at 16384 x 4096; it won
 #   only at 1024 x 4096 (6.00 vs 6.27, two rounds), too little to carry a second kernel.
+#   Tighter launch bounds (more CTAs per SM, a few registers spilled) lost everywhere:
+#   LayerNorm h16384 at 3 CTAs/SM 422.17 vs 289.63, 4113 x 11008 at 4 63.78 vs 50.50, h2048
+#   at 6 64.97 vs 35.93; RMSNorm h16384 at 3 426.16 vs 258.28.
 MANY_ROWS = 8192
 KEEP_GAMMA_BETA_OFF = (8192, 16384)  # LayerNorm hidden sizes where evict_last was slower
 ROWS_PER_CTA = {  # kind: ((max hidden, R, k or None for plan()'s), ...), first match wins
