@@ -10,14 +10,14 @@ the one-row kernel at plan()'s vectors-per-thread ``k`` (``--full``: every valid
 1/2/4/8) and, for RMSNorm and LayerNorm, at 2 and 4 rows per CTA; fused add's late-weight
 kernel at k = 2, 4 and the host's k; LayerNorm's variants also with gamma/beta loaded
 ``L1::evict_last`` (``_keep``, the ``keep_gamma_beta`` keyword); FlashInfer's op when
-``import flashinfer`` works; and
-``neg``, ``torch.neg(x, out=y)``: an elementwise kernel moving the same activation bytes
-(RMSNorm, LayerNorm), the bandwidth ceiling at that size (a plain ``copy_`` is a memcpy,
-which proton does not time). ``*`` marks the host's schedule. Before timing, every variant's
-output is compared with ``torch.equal`` to the one-row kernel's at
-plan()'s k: a different k sums in a different order, so only same-k variants must match bit
-for bit (``must_match``; a miss there is reported as MISMATCH). TB/s counts activations only:
-rmsnorm and layernorm 2*M*H*2 bytes, fused_add_rmsnorm 4*M*H*2 (weights excluded).
+``import flashinfer`` works; and ``neg``, ``torch.neg(x, out=y)``: an elementwise kernel
+moving the same activation bytes (RMSNorm, LayerNorm), the bandwidth ceiling at that size
+(a plain ``copy_`` is a memcpy, which proton does not time). ``*`` marks the host's
+schedule. Before timing, every variant's output is compared with ``torch.equal`` to the
+one-row kernel's at plan()'s k: a different k sums in a different order, so only same-k
+variants must match bit for bit (``must_match``; a miss there is reported as MISMATCH).
+TB/s counts activations only: rmsnorm and layernorm 2*M*H*2 bytes, fused_add_rmsnorm
+4*M*H*2 (weights excluded).
 
 Compiles run here too (2-5 s each): ``--budget-s`` stops starting new shapes past it.
 Prints one line per (kernel, shape, variant) and writes every result to OUT.json.

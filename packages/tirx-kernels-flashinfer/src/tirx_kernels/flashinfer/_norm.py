@@ -143,20 +143,21 @@ def plan(
 # - LayerNorm gamma/beta loaded with L1::evict_last (``keep_gamma_beta``; 2026-12-03, one
 #   round): 16384 x 11008 184.08 vs 211.19, 4113 x 11008 50.89 vs 58.48, 1024 x 4096 7.41 vs
 #   7.86; a tie at h2048 (36.17 vs 36.14) and h4096 (68.70 vs 68.52); slower at h8192
-#   (137.04 vs 136.02) and h16384 (292.07 vs 290.69), where it is off. Tried and dropped in
-#   the same sweep: a 0% shared-memory carveout (L1 at its largest), L1::no_allocate on the
-#   rows, st.global.cs on the output, evict_last on RMSNorm's weight (35.28 vs 35.35 at
-#   h2048), and persistent kernels walking row groups with the next group prefetched into
-#   registers (LayerNorm h2048 39.48 vs 36.14, RMSNorm 36.77 vs 35.62). Also dropped: LayerNorm
-#   gamma/beta prefetched into L1 (prefetch.global.L1) before the reductions, slower at every
-#   shape (h16384 321.60 vs 290.45, h2048 39.29 vs 36.15, 4113 x 11008 67.85 vs 58.51).
-#   And a persistent RMSNorm streaming row groups into a shared-memory ring with 1D bulk
-#   copies (cp.async.bulk + mbarrier, 2-8 stages of 1-2 rows, 2-8 CTAs per SM; bit-identical
-#   output): best 35.53 vs 35.19 at 16384 x 2048, 68.78 vs 67.00 at 16384 x 4096; it won
-#   only at 1024 x 4096 (6.00 vs 6.27, two rounds), too little to carry a second kernel.
-#   Tighter launch bounds (more CTAs per SM, a few registers spilled) lost everywhere:
-#   LayerNorm h16384 at 3 CTAs/SM 422.17 vs 289.63, 4113 x 11008 at 4 63.78 vs 50.50, h2048
-#   at 6 64.97 vs 35.93; RMSNorm h16384 at 3 426.16 vs 258.28.
+#   (137.04 vs 136.02) and h16384 (292.07 vs 290.69), where it is off.
+# Tried on 2026-12-03 and dropped (16384 tokens unless noted; tried vs host, µs):
+# - a 0% shared-memory carveout (L1 at its largest), L1::no_allocate on the rows,
+#   st.global.cs on the output, evict_last on RMSNorm's weight (h2048 35.28 vs 35.35): ties
+#   or losses;
+# - persistent kernels walking row groups with the next group prefetched into registers:
+#   LayerNorm h2048 39.48 vs 36.14, RMSNorm h2048 36.77 vs 35.62;
+# - LayerNorm gamma/beta prefetched into L1 (prefetch.global.L1) before the reductions:
+#   h16384 321.60 vs 290.45, h2048 39.29 vs 36.15, 4113 x 11008 67.85 vs 58.51;
+# - a persistent RMSNorm streaming row groups through a shared-memory ring with 1D bulk copies
+#   (cp.async.bulk + mbarrier; 2-8 stages of 1-2 rows, 2-8 CTAs per SM; bit-identical): best
+#   h2048 35.53 vs 35.19, h4096 68.78 vs 67.00; it won only at 1024 x 4096 (6.00 vs 6.27);
+# - tighter launch bounds (more CTAs per SM, some registers spilled): LayerNorm h16384 at 3
+#   CTAs/SM 422.17 vs 289.63, 4113 x 11008 at 4 63.78 vs 50.50, h2048 at 6 64.97 vs 35.93;
+#   RMSNorm h16384 at 3 426.16 vs 258.28.
 MANY_ROWS = 8192
 KEEP_GAMMA_BETA_OFF = (8192, 16384)  # LayerNorm hidden sizes where evict_last was slower
 ROWS_PER_CTA = {  # kind: ((max hidden, R, k or None for plan()'s), ...), first match wins
