@@ -158,6 +158,10 @@ def plan(
 # - tighter launch bounds (more CTAs per SM, some registers spilled): LayerNorm h16384 at 3
 #   CTAs/SM 422.17 vs 289.63, 4113 x 11008 at 4 63.78 vs 50.50, h2048 at 6 64.97 vs 35.93;
 #   RMSNorm h16384 at 3 426.16 vs 258.28.
+# - LayerNorm with each row split over a 2-CTA cluster (half the columns, so half the
+#   gamma/beta, per SM; the partial sums exchanged through distributed shared memory, one
+#   cluster barrier per reduction; two rounds): h16384 357.97 vs 289.30, h8192 175.25 vs
+#   136.10, 4113 x 16384 95.75 vs 77.84: the cluster barriers cost more than L1 reuse saves.
 MANY_ROWS = 8192
 KEEP_GAMMA_BETA_OFF = (8192, 16384)  # LayerNorm hidden sizes where evict_last was slower
 ROWS_PER_CTA = {  # kind: ((max hidden, R, k or None for plan()'s), ...), first match wins
