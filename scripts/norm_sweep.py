@@ -198,6 +198,12 @@ def main(argv=None) -> int:
     unknown = set(kinds) - set(SHAPES)
     if unknown:
         ap.error(f"unknown kinds {sorted(unknown)}; choose from {list(SHAPES)}")
+    try:  # before any GPU setup: a typo fails at once
+        custom = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",") if s]
+        if any(len(shape) != 2 for shape in custom):
+            raise ValueError
+    except ValueError:
+        ap.error(f"--shapes {args.shapes!r}: expected TOKENSxHIDDEN,... e.g. 16384x2048")
 
     try:
         import torch
@@ -227,10 +233,6 @@ def main(argv=None) -> int:
     def print_line(s):
         print(s, flush=True)
 
-    try:
-        custom = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",") if s]
-    except ValueError:
-        ap.error(f"--shapes {args.shapes!r}: expected TOKENSxHIDDEN,... e.g. 16384x2048")
     for kind in kinds:
         for tokens, hidden in custom or SHAPES[kind]:
             if time.time() - start > args.budget_s:

@@ -46,6 +46,7 @@ import functools
 import torch
 
 VEC = 8  # elements per 16-byte vector of a 16-bit dtype
+LD_EVICT_LAST_F32X4 = "ld.global.L1::evict_last.v4.f32"  # 4 fp32, kept in L1 over the stream
 MAX_HIDDEN = 16384
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 TORCH_TO_NAME = {v: k for k, v in DTYPES.items()}
@@ -102,7 +103,6 @@ def check_domain(dtype: str, hidden: int, tokens: int | None = None, *, bf16_onl
         raise ValueError(f"tokens={tokens} x hidden={hidden} exceeds 32-bit indexing")
 
 
-LD_EVICT_LAST_F32X4 = "ld.global.L1::evict_last.v4.f32"
 SMALL_BATCH = 256  # up to ~2 rows per SM: latency-bound, spread a row over more threads
 
 
@@ -144,7 +144,8 @@ def plan(
 #   round): 16384 x 11008 184.08 vs 211.19, 4113 x 11008 50.89 vs 58.48, 1024 x 4096 7.41 vs
 #   7.86; a tie at h2048 (36.17 vs 36.14) and h4096 (68.70 vs 68.52); slower at h8192
 #   (137.04 vs 136.02) and h16384 (292.07 vs 290.69), where it is off.
-# Tried on 2026-12-03 and dropped (16384 tokens unless noted; tried vs host, µs):
+# Tried and dropped (H200 sweeps, one or two rounds; 16384 tokens unless noted; tried vs host,
+# µs):
 # - a 0% shared-memory carveout (L1 at its largest), L1::no_allocate on the rows,
 #   st.global.cs on the output, evict_last on RMSNorm's weight (h2048 35.28 vs 35.35): ties
 #   or losses;
