@@ -9,7 +9,9 @@ For each (kernel, shape) it times, with the proton timer (cold L2, one round, no
 the one-row kernel at plan()'s vectors-per-thread ``k`` (``--full``: every valid k in
 1/2/4/8) and, for RMSNorm and LayerNorm, at 2 and 4 rows per CTA; fused add's late-weight
 kernel at k = 2, 4 and the host's k; LayerNorm's variants also with gamma/beta loaded
-``L1::evict_last`` (``_keep``, the ``keep_gamma_beta`` keyword); FlashInfer's op when
+``L1::evict_last`` (``_keep``, the ``keep_gamma_beta`` keyword); for RMSNorm and LayerNorm the
+host's schedule with ``lean=True`` (``host_lean``) and then ``min_ctas_per_sm=n``
+(``host_lean_cn``, every n whose register cap stays >= 40); FlashInfer's op when
 ``import flashinfer`` works; and ``neg``, ``torch.neg(x, out=y)``: an elementwise kernel
 moving the same activation bytes (RMSNorm, LayerNorm), the bandwidth ceiling at that size
 (a plain ``copy_`` is a memcpy, which proton does not time). ``*`` marks the host's
@@ -109,7 +111,7 @@ def flashinfer_builder(torch, kind, d):
     return build
 
 
-def variants_of(norm, kind, hidden, k0, full):
+def variants_of(norm, kind, hidden, k0, full, host):
     """(name, make_* keywords) of every schedule worth timing for one shape."""
     ks = valid_ks(norm, hidden)
     out = [(f"row_k{k}", {"vecs_per_thread": k}) for k in ks if full or k == k0]
@@ -120,6 +122,15 @@ def variants_of(norm, kind, hidden, k0, full):
         out += [(f"late_w_k{k}", {"vecs_per_thread": k, "late_weight": True}) for k in late]
     if kind == "layernorm":
         out += [(f"{name}_keep", {**s, "keep_gamma_beta": True}) for name, s in out]
+    if kind in ("rmsnorm", "layernorm"):  # lean rows, at each CTAs-per-SM bound to 40 registers
+        threads = norm.plan(hidden, None, kind, host["vecs_per_thread"])[1]
+        lean = {**host, "lean": True, "min_ctas_per_sm": 1}
+        out += [("host_lean", lean)]
+        out += [
+            (f"host_lean_c{n}", {**lean, "min_ctas_per_sm": n})
+            for n in (2, 3, 4, 5, 6, 8, 10, 12)
+            if threads * n <= 2048 and 65536 // (threads * n) >= 40
+        ]
     return out
 
 
@@ -127,7 +138,7 @@ def sweep_shape(torch, toolchain, norm, kind, tokens, hidden, full, print_line):
     d = make_data(torch, norm, kind, tokens, hidden)
     k0 = norm.plan(hidden, tokens, kind)[0]
     host = norm.schedule(kind, hidden, tokens)
-    variants = variants_of(norm, kind, hidden, k0, full)
+    variants = variants_of(norm, kind, hidden, k0, full, host)
     ref_once, _ = runner(
         torch,
         norm,

@@ -2,6 +2,9 @@
 # SPDX-FileCopyrightText: Copyright TIRx authors
 """The norm and RoPE ports' host dispatch on the CPU: which kernel a shape gets, its grid."""
 
+import os
+import tempfile
+
 import pytest
 
 from tirx_kernels.flashinfer import _norm, rope
@@ -46,9 +49,11 @@ def test_large_batches(tokens):
         "rows_per_cta": 2,
         **keep,
     }
-    assert _norm.schedule("layernorm", 11008, tokens) == {"vecs_per_thread": 4, **keep}
-    assert _norm.schedule("layernorm", 8192, tokens) == {"vecs_per_thread": 4}
-    assert _norm.schedule("layernorm", 16384, tokens) == {"vecs_per_thread": 4}
+    assert _norm.schedule("layernorm", 5120, tokens) == {"vecs_per_thread": 4, **keep}
+    lean = {"vecs_per_thread": 4, "lean": True}
+    assert _norm.schedule("layernorm", 8192, tokens) == {**lean, "min_ctas_per_sm": 6}
+    assert _norm.schedule("layernorm", 11008, tokens) == {**lean, **keep, "min_ctas_per_sm": 4}
+    assert _norm.schedule("layernorm", 16384, tokens) == {**lean, "min_ctas_per_sm": 3}
     assert _norm.schedule("fused_add_rmsnorm", 16384, tokens) == {
         "vecs_per_thread": 2,
         "late_weight": True,
@@ -66,7 +71,13 @@ def test_launcher_compiles_the_host_schedule(monkeypatch):
     _norm.launcher("layernorm", "bfloat16", 2048, 16384)
     _norm.launcher("rmsnorm", "float16", 4096, 9000, 1.0, sched={"vecs_per_thread": 2})
     assert keys == [
-        ("layernorm", "bfloat16", 8192, 0.0, (("vecs_per_thread", 4),)),
+        (
+            "layernorm",
+            "bfloat16",
+            8192,
+            0.0,
+            (("lean", True), ("min_ctas_per_sm", 6), ("vecs_per_thread", 4)),
+        ),
         (
             "layernorm",
             "bfloat16",
@@ -88,6 +99,61 @@ def test_layernorm_keeps_gamma_beta_in_l1_only_when_asked(keep):
     assert calls == (1 if keep else 0)  # the helper's one asm statement
     helper = "tvm_builtin_ptx_ld_vec_global_L1__evict_last_v4_f32("
     assert src.count(helper) == (1 + 4 if keep else 0)  # definition + gamma, beta x 2 halves
+
+
+def test_lean_layernorm_starts_at_8192_and_spares_small_batches():
+    assert "lean" not in _norm.schedule("layernorm", _norm.LEAN_MIN_HIDDEN - 8, None)
+    assert "lean" not in _norm.schedule("layernorm", 16384, _norm.SMALL_BATCH)
+    assert _norm.schedule("layernorm", 16384, _norm.SMALL_BATCH + 1)["lean"] is True
+
+
+@pytest.mark.parametrize("threads,ctas", [(512, 3), (352, 4), (256, 6), (160, 9), (1024, 1)])
+def test_lean_ctas_per_sm_caps_threads_and_registers(threads, ctas):
+    assert _norm.lean_ctas_per_sm(threads) == ctas
+    assert threads * ctas <= 2048 and (ctas == 1 or 65536 // (threads * ctas) >= 40)
+
+
+def _ptxas_usage(func):
+    """(registers, bytes spilled) ptxas reports for func's sm_90a cubin, built with TIRx's
+    default compiler flags (fast math, register usage level) through nvcc."""
+    import re
+    import subprocess
+
+    from tvm_tirx.backend.cuda.backend_config import compiler_options, default_backend_config
+
+    from tirx_kernels.core import toolchain
+
+    flags = compiler_options({**default_backend_config(), "compiler": "nvcc"})
+    with tempfile.TemporaryDirectory() as tmp:
+        cu = os.path.join(tmp, "k.cu")
+        with open(cu, "w") as f:
+            f.write(toolchain.cuda_source(toolchain.compile(func, "sm_90a")))
+        cmd = [
+            "nvcc",
+            "-cubin",
+            "-arch",
+            "sm_90a",
+            "--resource-usage",
+            *flags,
+            "-o",
+            cu + "bin",
+            cu,
+        ]
+        log = subprocess.run(cmd, capture_output=True, text=True, check=True).stderr
+    regs = int(re.search(r"Used (\d+) registers", log).group(1))
+    return regs, int(re.search(r"(\d+) bytes spill stores", log).group(1))
+
+
+@pytest.mark.parametrize("hidden", [11008, 16384])
+def test_lean_layernorm_fits_its_launch_bound(hidden):
+    sched = _norm.schedule("layernorm", hidden, None)
+    full = {**sched, "lean": False, "min_ctas_per_sm": 1}
+    regs, _ = _ptxas_usage(_norm.make_layernorm(hidden, **full))
+    lean_regs, spills = _ptxas_usage(_norm.make_layernorm(hidden, **sched))
+    threads = _norm.plan(hidden, None, "layernorm")[1]
+    assert regs * threads * sched["min_ctas_per_sm"] > 65536  # would not fit unlean
+    assert lean_regs * threads * sched["min_ctas_per_sm"] <= 65536
+    assert spills <= 8  # h11008 spills two registers at 40 (measured a win all the same)
 
 
 @pytest.mark.parametrize(

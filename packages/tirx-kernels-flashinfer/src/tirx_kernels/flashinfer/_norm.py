@@ -30,7 +30,10 @@ to a warp) instead of ``min(1024, d / 8)``. For large batches (see :func:`schedu
 normalizes 2 or 4 rows at once (RMSNorm, LayerNorm: one barrier per reduction for all of
 them, one weight load), and fused add loads the weight at its use so two CTAs fit
 per SM. LayerNorm loads gamma/beta with ``L1::evict_last`` (except at hidden 8192 and 16384)
-so the streamed rows do not push them out of L1. No PDL (``griddepcontrol``) and contiguous
+so the streamed rows do not push them out of L1. LayerNorm from hidden 8192 holds only the
+packed bf16 row between its passes (``lean``, :func:`lean_f32`; the epilogue re-sums the
+mean from its shared partials, giving the same bits), so a launch bound fits 3 CTAs of 512
+threads per SM at hidden 16384 instead of 2. No PDL (``griddepcontrol``) and contiguous
 rows only.
 
 Dispatch domain of the port: dtype bfloat16 or float16 (LayerNorm: bfloat16 input, float32
@@ -47,6 +50,7 @@ import torch
 
 VEC = 8  # elements per 16-byte vector of a 16-bit dtype
 LD_EVICT_LAST_F32X4 = "ld.global.L1::evict_last.v4.f32"  # 4 fp32, kept in L1 over the stream
+LD_F32X4 = "ld.global.v4.f32"
 MAX_HIDDEN = 16384
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 TORCH_TO_NAME = {v: k for k, v in DTYPES.items()}
@@ -103,6 +107,26 @@ def check_domain(dtype: str, hidden: int, tokens: int | None = None, *, bf16_onl
         raise ValueError(f"tokens={tokens} x hidden={hidden} exceeds 32-bit indexing")
 
 
+def opaque_zero(T, M, n: int):
+    """An expression that is 0 at run time (0 <= M < 2**30, the row count) but not to ptxas;
+    different for n = 1 and 2."""
+    return T.cast(T.shift_right(M, 32 - n), "uint32")
+
+
+def lean_f32(T, dtype, words, i, zero):
+    """float32 of element ``i`` of a 16-bit row held as 32-bit ``words``, read through
+    ``word ^ zero`` (an :func:`opaque_zero`): a value ptxas cannot equate with an earlier
+    conversion of the same element, so between two passes it keeps the packed row (16 bits
+    an element) alive instead of the fp32 values the first pass made (32 bits an element)."""
+    w = words[i // 2] ^ zero
+    odd = T.cast(i % 2, "uint32")  # i is an (unrolled) loop expression: no Python branching
+    if dtype == "bfloat16":  # the fp32 bits are the bf16 bits and 16 zero bits
+        bits = T.bitwise_and(T.shift_left(w, (1 - odd) * 16), T.uint32(0xFFFF0000))
+        return T.reinterpret(bits, ty="float32")
+    half = T.cast(T.shift_right(w, odd * 16), "uint16")
+    return T.cast(T.reinterpret(half, ty=dtype), "float32")
+
+
 SMALL_BATCH = 256  # up to ~2 rows per SM: latency-bound, spread a row over more threads
 
 
@@ -144,6 +168,16 @@ def plan(
 #   round): 16384 x 11008 184.08 vs 211.19, 4113 x 11008 50.89 vs 58.48, 1024 x 4096 7.41 vs
 #   7.86; a tie at h2048 (36.17 vs 36.14) and h4096 (68.70 vs 68.52); slower at h8192
 #   (137.04 vs 136.02) and h16384 (292.07 vs 290.69), where it is off.
+# - LayerNorm lean rows (``lean``; bit-identical outputs): nvcc kept the variance pass's
+#   fp32 ``x - mean`` of the whole row live into the epilogue (59 registers at h16384, 2 CTAs
+#   per SM). Lean, with a launch bound of lean_ctas_per_sm() (<= 1536 threads, >= 40
+#   registers), two rounds: h16384 at 3 CTAs 263.44 vs 289.23 (4113 x 16384 71.22 vs 78.10),
+#   h11008 at 4 179.24 vs 182.99 (4113 x 11008 50.34 vs 50.52), h8192 at 6 133.02 vs 135.55
+#   (unbounded 131.53). Not used below 8192: h5120 83.04 vs 83.04, h4096 (R = 2) 67.64 vs
+#   67.80, h2048 (R = 4) 36.50 vs 35.96 at best, 1024 x 4096 7.51 vs 7.33. RMSNorm lean
+#   (weight already in registers): h2048 34.96 vs 35.16, h4096 (R = 2, 2 CTAs) 66.16 vs
+#   67.10, h8192 130.71 vs 129.40, h16384 259.13 vs 259.15, 1024 x 4096 at 6 CTAs 5.71 vs
+#   6.24: not yet in the schedule (one sweep; mid batches want their own rule).
 # Tried and dropped (H200 sweeps, one or two rounds; 16384 tokens unless noted; tried vs host,
 # µs):
 # - a 0% shared-memory carveout (L1 at its largest), L1::no_allocate on the rows,
@@ -156,29 +190,44 @@ def plan(
 # - a persistent RMSNorm streaming row groups through a shared-memory ring with 1D bulk copies
 #   (cp.async.bulk + mbarrier; 2-8 stages of 1-2 rows, 2-8 CTAs per SM; bit-identical): best
 #   h2048 35.53 vs 35.19, h4096 68.78 vs 67.00; it won only at 1024 x 4096 (6.00 vs 6.27);
-# - tighter launch bounds (more CTAs per SM, some registers spilled): LayerNorm h16384 at 3
+# - tighter launch bounds on the full-register kernels (spills): LayerNorm h16384 at 3
 #   CTAs/SM 422.17 vs 289.63, 4113 x 11008 at 4 63.78 vs 50.50, h2048 at 6 64.97 vs 35.93;
 #   RMSNorm h16384 at 3 426.16 vs 258.28.
+# - LayerNorm gamma/beta of a thread's first E vectors loaded with the row (h16384 at E = 1
+#   285.75 vs 289.49, 4113 x 11008 at E = 2 55.34 vs 50.61), or its first S vectors copied
+#   to shared memory by cp.async.ca at the start (h16384 316.32 at S = 1, 4113 x 11008 56.15
+#   vs 50.61, h2048 36.89 vs 36.01);
 # - LayerNorm with each row split over a 2-CTA cluster (half the columns, so half the
 #   gamma/beta, per SM; the partial sums exchanged through distributed shared memory, one
 #   cluster barrier per reduction; two rounds): h16384 357.97 vs 289.30, h8192 175.25 vs
 #   136.10, 4113 x 16384 95.75 vs 77.84: the cluster barriers cost more than L1 reuse saves.
 MANY_ROWS = 8192
 KEEP_GAMMA_BETA_OFF = (8192, 16384)  # LayerNorm hidden sizes where evict_last was slower
+LEAN_MIN_HIDDEN = 8192  # LayerNorm's one-row kernels from here on: lean rows, more CTAs/SM
+LEAN_THREADS_PER_SM = 1536
+LEAN_MIN_REGISTERS = 40  # the cap a launch bound may set (8-register allocation steps)
 ROWS_PER_CTA = {  # kind: ((max hidden, R, k or None for plan()'s), ...), first match wins
     "rmsnorm": ((8192, 2, None),),
     "layernorm": ((2048, 4, 1), (4096, 2, None)),
 }
 
 
+def lean_ctas_per_sm(threads: int) -> int:
+    """CTAs per SM a lean kernel's launch bound asks for: up to 1536 threads and 40 registers."""
+    return max(1, min(LEAN_THREADS_PER_SM // threads, 65536 // (LEAN_MIN_REGISTERS * threads)))
+
+
 def schedule(kind: str, hidden: int, tokens: int | None) -> dict:
     """The host's kernel choice for ``tokens`` rows (None: a large batch): make_* keywords."""
     k = plan(hidden, tokens, kind)[0]
-    if kind == "fused_add_rmsnorm" and (tokens is None or tokens > SMALL_BATCH):
+    small = tokens is not None and tokens <= SMALL_BATCH
+    if kind == "fused_add_rmsnorm" and not small:
         return {"vecs_per_thread": 2 if hidden >= 16384 else k, "late_weight": True}
     sched = {"vecs_per_thread": k}
     if kind == "layernorm" and hidden not in KEEP_GAMMA_BETA_OFF:
         sched["keep_gamma_beta"] = True
+    if kind == "layernorm" and hidden >= LEAN_MIN_HIDDEN and not small:
+        sched.update(lean=True, min_ctas_per_sm=lean_ctas_per_sm(plan(hidden, tokens, kind)[1]))
     if tokens is None or tokens >= MANY_ROWS:
         for max_hidden, rows, k_rows in ROWS_PER_CTA.get(kind, ()):
             if hidden <= max_hidden:
@@ -188,13 +237,21 @@ def schedule(kind: str, hidden: int, tokens: int | None) -> dict:
 
 @functools.cache
 def make_rmsnorm(
-    dtype: str, hidden: int, weight_bias: float, vecs_per_thread=None, rows_per_cta: int = 1
+    dtype: str,
+    hidden: int,
+    weight_bias: float,
+    vecs_per_thread=None,
+    rows_per_cta: int = 1,
+    lean: bool = False,
+    min_ctas_per_sm: int = 1,
 ):
     """out[m] = T(float(x[m]) * rsqrt(mean(x[m]^2) + eps) * (weight_bias + float(w))).
 
     ``rows_per_cta`` (R): each CTA normalizes R consecutive rows at once, a thread holding
     its columns of all R; the weight is loaded once for them and one barrier serves all R
     reductions. A row's arithmetic is the same for every R.
+    ``lean``: only the packed 16-bit rows stay live across the barrier (see
+    :func:`lean_f32`); ``min_ctas_per_sm`` then caps registers so that many CTAs fit per SM.
     """
     from tirx_kernels.core.toolchain import T
 
@@ -203,7 +260,18 @@ def make_rmsnorm(
     warps = threads // 32
     exact = threads * k * VEC == hidden
     R = rows_per_cta
+    bounds = T.cuda.KernelAttributes(min_blocks_per_sm=min_ctas_per_sm)
+    bounds = bounds if min_ctas_per_sm > 1 else None
     M = T.dynamic("M")
+
+    def row_f32(xr, xw, i, pass_):
+        """Element i of the held rows in fp32 for the row's ``pass_``-th use after the first
+        (a trace-time helper: ``lean`` picks the form)."""
+        return (
+            lean_f32(T, dtype, xw, i, opaque_zero(T, M, pass_))
+            if lean
+            else T.cast(xr[i], "float32")
+        )
 
     @T.function
     def rmsnorm(
@@ -213,10 +281,13 @@ def make_rmsnorm(
         eps: T.float32,
     ):
         T.func_attr({"tirx.noalias": True})
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=T.ceildiv(M, R), block=threads))
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=T.ceildiv(M, R), block=threads), kernel_attrs=bounds
+        )
         row0 = T.cuda.block_idx("x") * R
         tx = T.cuda.thread_idx("x")
         xr = T.alloc_local((R * k * VEC,), dtype)
+        xw = xr.view("uint32")  # the rows' bits, for lean_f32
         wr = T.alloc_local((k * VEC,), dtype)
         yr = T.alloc_local((VEC,), dtype)
         red = T.alloc_shared((R * 32,), "float32")
@@ -254,9 +325,8 @@ def make_rmsnorm(
                 for r in T.unroll(R):
                     if R == 1 or row0 + r < M:
                         for v in T.unroll(VEC):
-                            i = (r * k + it) * VEC + v
                             yr[v] = T.cast(
-                                T.cast(xr[i], "float32")
+                                row_f32(xr, xw, (r * k + it) * VEC + v, 1)
                                 * rr[r]
                                 * (T.float32(weight_bias) + T.cast(wr[it * VEC + v], "float32")),
                                 dtype,
@@ -352,7 +422,12 @@ def make_fused_add_rmsnorm(
 
 @functools.cache
 def make_layernorm(
-    hidden: int, vecs_per_thread=None, rows_per_cta: int = 1, keep_gamma_beta: bool = False
+    hidden: int,
+    vecs_per_thread=None,
+    rows_per_cta: int = 1,
+    keep_gamma_beta: bool = False,
+    lean: bool = False,
+    min_ctas_per_sm: int = 1,
 ):
     """out[m] = bf16((x - mean) * rsqrt(var + eps) * gamma + beta); x bf16, gamma/beta fp32.
 
@@ -360,6 +435,9 @@ def make_layernorm(
     gamma/beta vector is loaded once for the R rows, and two barriers serve them all.
     ``keep_gamma_beta``: load gamma/beta with ``L1::evict_last``, so the streamed rows do not
     evict them from L1 before the SM's next row needs them.
+    ``lean``: only the packed bf16 row stays live across the barriers (see :func:`lean_f32`;
+    the epilogue re-reads the mean's partials), 44 instead of 59 registers at hidden 16384;
+    ``min_ctas_per_sm`` then caps registers so that many CTAs fit per SM.
     """
     from tirx_kernels.core.toolchain import T
 
@@ -369,7 +447,29 @@ def make_layernorm(
     warps = threads // 32
     exact = threads * k * VEC == hidden
     R = rows_per_cta
+    # lean: a volatile (PTX) load, which nvcc cannot hoist above the barriers into registers
+    gb_ptx = keep_gamma_beta or lean
+    gb_load = LD_EVICT_LAST_F32X4 if keep_gamma_beta else LD_F32X4
+    bounds = T.cuda.KernelAttributes(min_blocks_per_sm=min_ctas_per_sm)
+    bounds = bounds if min_ctas_per_sm > 1 else None
     M = T.dynamic("M")
+
+    def row_f32(xr, xw, i, pass_):
+        """Element i of the held rows in fp32 for the row's ``pass_``-th use after the first
+        (a trace-time helper: ``lean`` picks the form)."""
+        return (
+            lean_f32(T, dtype, xw, i, opaque_zero(T, M, pass_))
+            if lean
+            else T.cast(xr[i], "float32")
+        )
+
+    @T.inline
+    def partials_sum(red, tx, out):
+        """out[r] = the sum of row r's per-warp partials in shared memory."""
+        for r in T.unroll(R):
+            out[r] = T.cuda.warp_sum(
+                T.if_then_else(tx % 32 < warps, red[r * 32 + tx % 32], T.float32(0))
+            )
 
     @T.inline
     def cta_sums(acc, red, tx, out):
@@ -379,10 +479,7 @@ def make_layernorm(
             if tx % 32 == 0:
                 red[r * 32 + tx // 32] = part
         T.cuda.cta_sync()
-        for r in T.unroll(R):
-            out[r] = T.cuda.warp_sum(
-                T.if_then_else(tx % 32 < warps, red[r * 32 + tx % 32], T.float32(0))
-            )
+        partials_sum(red, tx, out)
 
     @T.function
     def layernorm(
@@ -393,10 +490,14 @@ def make_layernorm(
         eps: T.float32,
     ):
         T.func_attr({"tirx.noalias": True})
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=T.ceildiv(M, R), block=threads))
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=T.ceildiv(M, R), block=threads),
+            kernel_attrs=bounds,
+        )
         row0 = T.cuda.block_idx("x") * R
         tx = T.cuda.thread_idx("x")
         xr = T.alloc_local((R * k * VEC,), dtype)
+        xw = xr.view("uint32")  # the row's bits, for lean_f32
         gr = T.alloc_local((VEC,), "float32")
         br = T.alloc_local((VEC,), "float32")
         yr = T.alloc_local((VEC,), dtype)
@@ -427,32 +528,30 @@ def make_layernorm(
             if exact or c < hidden:  # padding lanes must not add mean^2
                 for r in T.unroll(R):
                     for v in T.unroll(VEC):
-                        dv = T.cast(xr[(r * k + it) * VEC + v], "float32") - mean[r]
+                        dv = row_f32(xr, xw, (r * k + it) * VEC + v, 1) - mean[r]
                         acc[r] = acc[r] + dv * dv
         cta_sums(acc, red2, tx, rstd)
         for r in T.unroll(R):
             rstd[r] = T.rsqrt(rstd[r] / T.float32(hidden) + eps)
+        if lean:  # the same mean, re-summed: ptxas cannot reuse the variance pass's x - mean
+            partials_sum(red, tx, mean)
+            for r in T.unroll(R):
+                mean[r] = mean[r] / T.float32(hidden)
         for it in T.unroll(k):
             c = (it * threads + tx) * VEC
             if exact or c < hidden:
-                if keep_gamma_beta:
-                    for h in T.unroll(2):  # 4 fp32 per 16-byte load
-                        o = 4 * h
-                        T.ptx[LD_EVICT_LAST_F32X4](
-                            gr[o], gr[o + 1], gr[o + 2], gr[o + 3], G.ptr_to([c + o])
-                        )
-                        T.ptx[LD_EVICT_LAST_F32X4](
-                            br[o], br[o + 1], br[o + 2], br[o + 3], B.ptr_to([c + o])
-                        )
-                else:
-                    gr[T.Ramp(0, 1, 4)] = G[T.Ramp(c, 1, 4)]
-                    gr[T.Ramp(4, 1, 4)] = G[T.Ramp(c + 4, 1, 4)]
-                    br[T.Ramp(0, 1, 4)] = B[T.Ramp(c, 1, 4)]
-                    br[T.Ramp(4, 1, 4)] = B[T.Ramp(c + 4, 1, 4)]
+                for h in T.unroll(2):  # 4 fp32 per 16-byte load
+                    o = 4 * h
+                    if gb_ptx:
+                        T.ptx[gb_load](gr[o], gr[o + 1], gr[o + 2], gr[o + 3], G.ptr_to([c + o]))
+                        T.ptx[gb_load](br[o], br[o + 1], br[o + 2], br[o + 3], B.ptr_to([c + o]))
+                    else:
+                        gr[T.Ramp(o, 1, 4)] = G[T.Ramp(c + o, 1, 4)]
+                        br[T.Ramp(o, 1, 4)] = B[T.Ramp(c + o, 1, 4)]
                 for r in T.unroll(R):
                     if R == 1 or row0 + r < M:
                         for v in T.unroll(VEC):
-                            xf = T.cast(xr[(r * k + it) * VEC + v], "float32")
+                            xf = row_f32(xr, xw, (r * k + it) * VEC + v, 2)
                             yr[v] = T.cast((xf - mean[r]) * rstd[r] * gr[v] + br[v], dtype)
                         Y[row0 + r, T.Ramp(c, 1, VEC)] = yr[T.Ramp(0, 1, VEC)]
 

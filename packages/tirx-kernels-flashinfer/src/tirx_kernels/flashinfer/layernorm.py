@@ -45,6 +45,8 @@ TEST_SHAPES = [
     (8193, 2048),  # 4 rows per CTA, the last CTA with 1 row
     (8195, 1000),  # 4 rows per CTA (last: 3), tail lanes in every row
     (9001, 4096),  # 2 rows per CTA, the last CTA with 1 row
+    (1025, 16384),  # lean rows, 3 CTAs per SM
+    (300, 9000),  # lean rows with tail lanes, 5 CTAs per SM
 ]
 BENCH_SHAPES = [
     (1, 4096),
