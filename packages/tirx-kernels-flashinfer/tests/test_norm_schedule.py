@@ -156,6 +156,13 @@ def test_lean_layernorm_fits_its_launch_bound(hidden):
     assert spills <= 8  # h11008 spills two registers at 40 (measured a win all the same)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_lean_rmsnorm_holds_fewer_registers(dtype):
+    full = _norm.make_rmsnorm(dtype, 16384, 0.0, 4)
+    lean = _norm.make_rmsnorm(dtype, 16384, 0.0, 4, lean=True)
+    assert _ptxas_usage(lean)[0] + 16 <= _ptxas_usage(full)[0]  # 32 elements: 16 fp32 regs
+
+
 @pytest.mark.parametrize(
     "tokens,head_dim,heads,walk",
     [

@@ -127,6 +127,26 @@ def lean_f32(T, dtype, words, i, zero):
     return T.cast(T.reinterpret(half, ty=dtype), "float32")
 
 
+def row_reader(T, dtype, M, lean: bool):
+    """A trace-time helper ``row_f32(xr, xw, i, pass_)``: element ``i`` of the held rows in
+    fp32 for the rows' ``pass_``-th (1 or 2) use after the first; a plain cast of ``xr[i]``,
+    or, ``lean``, :func:`lean_f32` of the same bits ``xw`` through ``opaque_zero(pass_)``."""
+
+    def row_f32(xr, xw, i, pass_):
+        if lean:
+            return lean_f32(T, dtype, xw, i, opaque_zero(T, M, pass_))
+        return T.cast(xr[i], "float32")
+
+    return row_f32
+
+
+def launch_bounds(T, min_ctas_per_sm: int):
+    """Kernel attributes asking ptxas to fit ``min_ctas_per_sm`` CTAs per SM (None for 1)."""
+    if min_ctas_per_sm <= 1:
+        return None
+    return T.cuda.KernelAttributes(min_blocks_per_sm=min_ctas_per_sm)
+
+
 SMALL_BATCH = 256  # up to ~2 rows per SM: latency-bound, spread a row over more threads
 
 
@@ -260,18 +280,10 @@ def make_rmsnorm(
     warps = threads // 32
     exact = threads * k * VEC == hidden
     R = rows_per_cta
-    bounds = T.cuda.KernelAttributes(min_blocks_per_sm=min_ctas_per_sm)
-    bounds = bounds if min_ctas_per_sm > 1 else None
+    bounds = launch_bounds(T, min_ctas_per_sm)
     M = T.dynamic("M")
 
-    def row_f32(xr, xw, i, pass_):
-        """Element i of the held rows in fp32 for the row's ``pass_``-th use after the first
-        (a trace-time helper: ``lean`` picks the form)."""
-        return (
-            lean_f32(T, dtype, xw, i, opaque_zero(T, M, pass_))
-            if lean
-            else T.cast(xr[i], "float32")
-        )
+    row_f32 = row_reader(T, dtype, M, lean)
 
     @T.function
     def rmsnorm(
@@ -450,18 +462,10 @@ def make_layernorm(
     # lean: a volatile (PTX) load, which nvcc cannot hoist above the barriers into registers
     gb_ptx = keep_gamma_beta or lean
     gb_load = LD_EVICT_LAST_F32X4 if keep_gamma_beta else LD_F32X4
-    bounds = T.cuda.KernelAttributes(min_blocks_per_sm=min_ctas_per_sm)
-    bounds = bounds if min_ctas_per_sm > 1 else None
+    bounds = launch_bounds(T, min_ctas_per_sm)
     M = T.dynamic("M")
 
-    def row_f32(xr, xw, i, pass_):
-        """Element i of the held rows in fp32 for the row's ``pass_``-th use after the first
-        (a trace-time helper: ``lean`` picks the form)."""
-        return (
-            lean_f32(T, dtype, xw, i, opaque_zero(T, M, pass_))
-            if lean
-            else T.cast(xr[i], "float32")
-        )
+    row_f32 = row_reader(T, dtype, M, lean)
 
     @T.inline
     def partials_sum(red, tx, out):
