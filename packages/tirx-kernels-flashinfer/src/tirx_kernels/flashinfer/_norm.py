@@ -191,13 +191,14 @@ def plan(
 # - LayerNorm lean rows (``lean``; bit-identical outputs): nvcc kept the variance pass's
 #   fp32 ``x - mean`` of the whole row live into the epilogue (59 registers at h16384, 2 CTAs
 #   per SM). Lean, with a launch bound of lean_ctas_per_sm() (<= 1536 threads, >= 40
-#   registers), two rounds: h16384 at 3 CTAs 263.44 vs 289.23 (4113 x 16384 71.22 vs 78.10),
-#   h11008 at 4 179.24 vs 182.99 (4113 x 11008 50.34 vs 50.52), h8192 at 6 133.02 vs 135.55
-#   (unbounded 131.53). Not used below 8192: h5120 83.04 vs 83.04, h4096 (R = 2) 67.64 vs
-#   67.80, h2048 (R = 4) 36.50 vs 35.96 at best, 1024 x 4096 7.51 vs 7.33. RMSNorm lean
-#   (weight already in registers): h2048 34.96 vs 35.16, h4096 (R = 2, 2 CTAs) 66.16 vs
-#   67.10, h8192 130.71 vs 129.40, h16384 259.13 vs 259.15, 1024 x 4096 at 6 CTAs 5.71 vs
-#   6.24: not yet in the schedule (one sweep; mid batches want their own rule).
+#   registers; two sweeps at h16384 and h11008, one elsewhere): h16384 at 3 CTAs 263.44 vs
+#   289.23 (4113 x 16384 71.22 vs 78.10), h11008 at 4 179.24 vs 182.99 (4113 x 11008 50.34
+#   vs 50.52), h8192 at 6 133.02 vs 135.55 (unbounded 131.53). Not used below 8192: h5120
+#   83.04 vs 83.04, h4096 (R = 2) 67.64 vs 67.80, h2048 (R = 4) 36.50 vs 36.04 at best,
+#   1024 x 4096 7.51 vs 7.33. RMSNorm lean (weight already in registers): h2048 34.96 vs
+#   35.16, h4096 (R = 2, 2 CTAs) 66.16 vs 67.10, h8192 130.71 vs 129.40, h16384 259.13 vs
+#   259.15, 1024 x 4096 at 6 CTAs 5.71 vs 6.24: not yet in the schedule (one sweep; mid
+#   batches want their own rule).
 # Tried and dropped (H200 sweeps, one or two rounds; 16384 tokens unless noted; tried vs host,
 # µs):
 # - a 0% shared-memory carveout (L1 at its largest), L1::no_allocate on the rows,
@@ -215,8 +216,8 @@ def plan(
 #   RMSNorm h16384 at 3 426.16 vs 258.28.
 # - LayerNorm gamma/beta of a thread's first E vectors loaded with the row (h16384 at E = 1
 #   285.75 vs 289.49, 4113 x 11008 at E = 2 55.34 vs 50.61), or its first S vectors copied
-#   to shared memory by cp.async.ca at the start (h16384 316.32 at S = 1, 4113 x 11008 56.15
-#   vs 50.61, h2048 36.89 vs 36.01);
+#   to shared memory by cp.async.ca at the start (S = 1: h16384 316.32 vs 289.49, 4113 x
+#   11008 56.15 vs 50.61, h2048 36.89 vs 36.01);
 # - LayerNorm with each row split over a 2-CTA cluster (half the columns, so half the
 #   gamma/beta, per SM; the partial sums exchanged through distributed shared memory, one
 #   cluster barrier per reduction; two rounds): h16384 357.97 vs 289.30, h8192 175.25 vs
