@@ -129,7 +129,8 @@ def variants_of(norm, kind, hidden, k0, full, host):
         out += [
             (f"host_lean_c{n}", {**lean, "min_ctas_per_sm": n})
             for n in (2, 3, 4, 5, 6, 8, 10, 12)
-            if threads * n <= 2048 and 65536 // (threads * n) >= 40
+            if threads * n <= norm.THREADS_PER_SM
+            and norm.REGISTERS_PER_SM // (threads * n) >= norm.LEAN_MIN_REGISTERS
         ]
     return out
 

@@ -228,6 +228,7 @@ def plan(
 MANY_ROWS = 8192
 KEEP_GAMMA_BETA_OFF = (8192, 16384)  # LayerNorm hidden sizes where evict_last was slower
 LEAN_MIN_HIDDEN = 8192  # LayerNorm's one-row kernels from here on: lean rows, more CTAs/SM
+REGISTERS_PER_SM, THREADS_PER_SM = 65536, 2048  # sm_90 (every arch these kernels target)
 LEAN_THREADS_PER_SM = 1536
 LEAN_MIN_REGISTERS = 40  # the cap a launch bound may set (8-register allocation steps)
 ROWS_PER_CTA = {  # kind: ((max hidden, R, k or None for plan()'s), ...), first match wins
@@ -238,7 +239,9 @@ ROWS_PER_CTA = {  # kind: ((max hidden, R, k or None for plan()'s), ...), first 
 
 def lean_ctas_per_sm(threads: int) -> int:
     """CTAs per SM a lean kernel's launch bound asks for: up to 1536 threads and 40 registers."""
-    return max(1, min(LEAN_THREADS_PER_SM // threads, 65536 // (LEAN_MIN_REGISTERS * threads)))
+    return max(
+        1, min(LEAN_THREADS_PER_SM // threads, REGISTERS_PER_SM // (LEAN_MIN_REGISTERS * threads))
+    )
 
 
 def schedule(kind: str, hidden: int, tokens: int | None) -> dict:
