@@ -6,7 +6,9 @@
 
 For each shape it times, with the proton timer (cold L2, one round, no cooldown): ``grid``,
 the head-group kernel at the host's ``head_groups``; ``walk_c{N}``, the token-walk kernel
-with N resident CTAs per SM (grid ``min(tokens, SMs * N)``); FlashInfer's
+at 128 threads with N resident CTAs per SM (grid ``min(tokens, SMs * N)``), and
+``walk_t{T}_c{N}`` at T threads where T splits a token's heads into equal steps (the
+host's ``rope.walk_shape`` is among them); FlashInfer's
 ``apply_rope_pos_ids_inplace`` when it imports; and ``neg``, ``torch.neg`` of q and k into
 other tensors: elementwise kernels moving the same bytes (the bandwidth ceiling at that size).
 Before timing, every variant's result is compared with
@@ -31,6 +33,19 @@ SHAPES = [
 WALK_CTAS = (4, 6, 8)
 
 
+def walk_threads(d, heads):
+    """CTA sizes (besides 128) at which a walk CTA's head slots divide a token's heads
+    evenly into 1, 2 or 3 steps (no idle lanes in the last step), up to 512 threads."""
+    bdx = d // 16
+    sizes = set()
+    for steps in (1, 2, 3):
+        if heads % steps == 0:
+            t = heads // steps * bdx
+            if t % 32 == 0 and t <= 512 and t != 128:
+                sizes.add(t)
+    return sorted(sizes)
+
+
 def sweep_shape(torch, toolchain, rope, sms, dtype, d, hq, hk, il, n):
     """Rows of one shape; prints one line per variant."""
     q0, k0, pos = rope.prepare_data(dtype, d, hq, hk, n)
@@ -43,8 +58,14 @@ def sweep_shape(torch, toolchain, rope, sms, dtype, d, hq, hk, il, n):
     grid = toolchain.compile(rope.get_grid_kernel(dtype, d, hq, hk, il))
     variants = {"grid": launcher(grid, rope.head_groups(n, d, hq + hk, sms))}
     for c in WALK_CTAS:
-        walk = toolchain.compile(rope.get_walk_kernel(dtype, d, hq, hk, il, min_ctas=c))
+        kernel = rope.get_walk_kernel(dtype, d, hq, hk, il, min_ctas=c, threads=128)
+        walk = toolchain.compile(kernel)
         variants[f"walk_c{c}"] = launcher(walk, min(n, sms * c))
+    for t in walk_threads(d, hq + hk):
+        for c in sorted({max(1, 1024 // t), max(1, 1536 // t)}):
+            kernel = rope.get_walk_kernel(dtype, d, hq, hk, il, min_ctas=c, threads=t)
+            walk = toolchain.compile(kernel)
+            variants[f"walk_t{t}_c{c}"] = launcher(walk, min(n, sms * c))
     for _, launch in variants.values():
         launch()
     torch.cuda.synchronize()

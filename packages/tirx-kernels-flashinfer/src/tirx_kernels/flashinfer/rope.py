@@ -35,8 +35,9 @@ vectors of a head). Few tokens ("grid" kernel): the thread loops over a group of
 heads, then k heads) reusing its cos/sin; ``gridDim.y`` splits the heads into groups, chosen
 on the host from the SM count so that few tokens still fill the GPU (upstream's
 head-parallel kernel). Many tokens ("walk" kernel): a CTA walks tokens ``b, b + ctas, ...``
-with its threads on consecutive heads of one token, all of a thread's loads issued before
-the token's sin/cos. H200 sweep (scripts/rope_sweep.py, proton, one round, µs, grid vs walk):
+with its threads on consecutive heads of one token (all of them at once when they fit 512
+threads, :func:`walk_shape`), all of a thread's loads issued before the token's sin/cos.
+H200 sweep (scripts/rope_sweep.py, proton, one round, µs, grid vs the first, 128-thread walk):
 bf16 d128 32+8 heads t16384 89.94 vs 88.48 (interleaved 90.57 vs 88.31), fp16 d64 t16383
 49.87 vs 43.91, bf16 d256 16+8 heads t8192 54.93 vs 52.63; bf16 d128 32+8 heads t512
 4.66 vs 4.40.
@@ -234,6 +235,14 @@ MIN_CTAS_PER_SM = 12
 PAIRS = 8  # rotation pairs per thread: two 16-byte vectors of a head
 WALK_MIN_TOKENS = 512  # the walk kernel from here on (one sweep point; module docstring)
 WALK_MAX_HEAD_STEPS = 4  # a walk thread holds this many heads' vectors at most (registers)
+# The walk CTA: a token's heads in one step when they fit 512 threads, ~1024 threads per SM
+# (H200 sweep, proton, one round, µs, vs the earlier 128-thread CTAs at 8 per SM, 4 at d256:
+# bf16 d128 32+8 heads t16384 320 threads x 3 84.73 vs 88.59, interleaved 84.92 vs 88.68;
+# fp16 d64 t16383 160 x 6 43.09 vs 43.73; bf16 d256 16+8 t8192 384 x 2 51.63 vs 52.86;
+# t512 d128 4.59 vs 4.74. 1536 threads per SM: d128 120.44 at 160 x 9, d64 43.88. Grids
+# that split the tokens evenly over fewer CTAs: within 0.5%).
+WALK_MAX_THREADS = 512
+WALK_THREADS_PER_SM = 1024
 
 
 def _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype):
@@ -312,9 +321,13 @@ def _head_ops(T, dtype, head_dim, num_q_heads, interleave):
     return load_head, store_head, rotate
 
 
-def walk_ctas_per_sm(head_dim):
-    """Launch bound of the walk kernel: 8 CTAs (64 registers); d256 spills there, so 4."""
-    return 8 if head_dim <= 128 else 4
+def walk_shape(head_dim, num_heads):
+    """(threads, CTAs per SM) of the walk kernel: the fewest equal head steps that fit
+    WALK_MAX_THREADS, rounded up to a warp, and WALK_THREADS_PER_SM threads per SM."""
+    bdx = head_dim // (2 * PAIRS)  # threads per head
+    steps = -(-num_heads * bdx // WALK_MAX_THREADS)
+    threads = -(-(-(-num_heads // steps) * bdx) // 32) * 32
+    return threads, max(1, WALK_THREADS_PER_SM // threads)
 
 
 def uses_walk(tokens, head_dim, num_heads):
@@ -422,6 +435,7 @@ def get_walk_kernel(
     interleave=False,
     pos_dtype="int32",
     min_ctas=None,
+    threads=None,
     **_,
 ):
     """Many-token schedule: CTA ``b`` of ``ctas`` walks tokens ``b, b + ctas, ...``.
@@ -429,15 +443,20 @@ def get_walk_kernel(
     Its threads cover consecutive heads of one token (one contiguous span of q, then of k),
     each thread issuing the loads of all its heads before the token's sin/cos; the
     frequencies are computed once per thread. Runtime scalars: ``ctas`` (``<= n``),
-    ``rcp_scale``, ``rcp_theta``. ``min_ctas``: the launch bound (default
-    :func:`walk_ctas_per_sm`).
+    ``rcp_scale``, ``rcp_theta``. ``threads`` (the CTA size, a multiple of 32 and of the
+    ``head_dim / 16`` threads of a head) and ``min_ctas`` (the launch bound) default to
+    :func:`walk_shape`'s.
     """
     _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype)
-    min_ctas = min_ctas or walk_ctas_per_sm(head_dim)
+    shape = walk_shape(head_dim, num_q_heads + num_kv_heads)
+    threads = threads or shape[0]
+    min_ctas = min_ctas or shape[1]
     T = toolchain.T
     f32 = "float32"
     bdx = head_dim // (2 * PAIRS)  # threads per head
-    slots = THREADS // bdx  # heads a CTA covers at once
+    if threads % 32 or threads % bdx:
+        raise ValueError(f"flashinfer_rope: {threads} threads: need a multiple of 32 and {bdx}")
+    slots = threads // bdx  # heads a CTA covers at once
     hq, hk = num_q_heads, num_kv_heads
     heads = hq + hk
     iters = -(-heads // slots)
@@ -456,7 +475,7 @@ def get_walk_kernel(
     ):
         T.func_attr({"tirx.noalias": True})
         T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=ctas, block=THREADS),
+            launch=T.cuda.LaunchConfig(grid=ctas, block=threads),
             kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=min_ctas),
         )
         tid = T.cuda.thread_idx("x")
@@ -508,7 +527,7 @@ def launcher(dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, 
     walk = uses_walk(tokens, head_dim, heads)
     ex = _compiled(dtype, head_dim, num_q_heads, num_kv_heads, bool(interleave), pos_dtype, walk)
     if walk:
-        grid = min(tokens, sms * walk_ctas_per_sm(head_dim))
+        grid = min(tokens, sms * walk_shape(head_dim, heads)[1])
     else:
         grid = head_groups(tokens, head_dim, heads, sms)
     return lambda q, k, pos, rcp_scale, rcp_theta: ex(q, k, pos, grid, rcp_scale, rcp_theta)
