@@ -7,17 +7,20 @@
 
 For each (kernel, shape) it times, with the proton timer (cold L2, one round, no cooldown):
 the one-row kernel at plan()'s vectors-per-thread ``k`` (``--full``: every valid k in
-1/2/4/8) and, for RMSNorm and LayerNorm, at 2 and 4 rows per CTA; fused add's late-weight
-kernel at k = 2, 4 and the host's k; LayerNorm's variants also with gamma/beta loaded
-``L1::evict_last`` (``_keep``, the ``keep_gamma_beta`` keyword); for RMSNorm and LayerNorm the
-host's schedule with ``lean=True`` (``host_lean``) and then ``min_ctas_per_sm=n``
-(``host_lean_cn``, every n whose register cap stays >= 40); FlashInfer's op when
-``import flashinfer`` works; and ``neg``, ``torch.neg(x, out=y)``: an elementwise kernel
-moving the same activation bytes (RMSNorm, LayerNorm), the bandwidth ceiling at that size
-(a plain ``copy_`` is a memcpy, which proton does not time). ``*`` marks the host's
-schedule. Before timing, every variant's output is compared with ``torch.equal`` to the
-one-row kernel's at plan()'s k: a different k sums in a different order, so only same-k
-variants must match bit for bit (``must_match``; a miss there is reported as MISMATCH).
+1/2/4/8) and, for RMSNorm and LayerNorm, at 2 and 4 rows per CTA (``--full``: 2, 4 and 8 at
+every k, and lean one-row kernels ``lean_k{k}`` / ``lean_k{k}_c{n}`` at every k; and
+where a row fits one warp, ``warp_w{W}[_lean]``: W warps per CTA, a row each); fused
+add's late-weight kernel at k = 2, 4 and the host's k; LayerNorm's variants at plan()'s k
+also with gamma/beta loaded ``L1::evict_last`` (``_keep``, the ``keep_gamma_beta``
+keyword); for RMSNorm and LayerNorm the host's schedule with ``lean=True`` (``host_lean``)
+and then ``min_ctas_per_sm=n`` (``host_lean_cn``, every n whose register cap stays >= 40);
+FlashInfer's op when ``import flashinfer`` works; and ``neg``, ``torch.neg(x, out=y)``: an
+elementwise kernel moving the same activation bytes (RMSNorm, LayerNorm), the bandwidth
+ceiling at that size (a plain ``copy_`` is a memcpy, which proton does not time). ``*``
+marks the host's schedule. Before timing, every variant's output is compared with
+``torch.equal`` to the one-row kernel's at plan()'s k: a different k sums in a different
+order, so only same-k variants must match bit for bit (``must_match``; a miss there is
+reported as MISMATCH).
 TB/s counts activations only: rmsnorm and layernorm 2*M*H*2 bytes, fused_add_rmsnorm
 4*M*H*2 (weights excluded).
 
@@ -113,19 +116,37 @@ def flashinfer_builder(torch, kind, d):
 
 def variants_of(norm, kind, hidden, k0, full, host):
     """(name, make_* keywords) of every schedule worth timing for one shape."""
-    ks = valid_ks(norm, hidden)
-    out = [(f"row_k{k}", {"vecs_per_thread": k}) for k in ks if full or k == k0]
+    ks = [k for k in valid_ks(norm, hidden) if full or k == k0]
+    out = [(f"row_k{k}", {"vecs_per_thread": k}) for k in ks]
     if kind in ("rmsnorm", "layernorm"):  # R rows per CTA
-        out += [(f"row_k{k0}_r{r}", {"vecs_per_thread": k0, "rows_per_cta": r}) for r in (2, 4)]
+        rows = (2, 4, 8) if full else (2, 4)
+        out += [
+            (f"row_k{k}_r{r}", {"vecs_per_thread": k, "rows_per_cta": r}) for k in ks for r in rows
+        ]
     if kind == "fused_add_rmsnorm":
         late = [k for k in ks if k in (2, 4, k0)]
         out += [(f"late_w_k{k}", {"vecs_per_thread": k, "late_weight": True}) for k in late]
     if kind == "layernorm":
-        out += [(f"{name}_keep", {**s, "keep_gamma_beta": True}) for name, s in out]
+        out += [
+            (f"{name}_keep", {**s, "keep_gamma_beta": True})
+            for name, s in out
+            if s["vecs_per_thread"] == k0
+        ]
     if kind in ("rmsnorm", "layernorm"):  # lean rows, at each CTAs-per-SM bound to 40 registers
         threads = norm.plan(hidden, None, kind, host["vecs_per_thread"])[1]
         lean = {**host, "lean": True, "min_ctas_per_sm": 1}
         out += [("host_lean", lean)]
+        if hidden % 256 == 0 and hidden // 256 in KS:  # a row per warp: no barrier
+            one_warp = {**host, "vecs_per_thread": hidden // 256, "rows_per_cta": 1}
+            for w in (2, 4, 8):
+                out += [(f"warp_w{w}", {**one_warp, "warp_rows": w})]
+                out += [(f"warp_w{w}_lean", {**one_warp, "warp_rows": w, "lean": True})]
+        if full:  # one-row lean kernels at every k, unbounded and at lean_ctas_per_sm()
+            for k in ks:
+                n = norm.lean_ctas_per_sm(norm.plan(hidden, None, kind, k)[1])
+                one = {**host, "vecs_per_thread": k, "rows_per_cta": 1, "lean": True}
+                out += [(f"lean_k{k}", {**one, "min_ctas_per_sm": 1})]
+                out += [(f"lean_k{k}_c{n}", {**one, "min_ctas_per_sm": n})] if n > 1 else []
         out += [
             (f"host_lean_c{n}", {**lean, "min_ctas_per_sm": n})
             for n in (2, 3, 4, 5, 6, 8, 10, 12)

@@ -20,7 +20,11 @@ def test_small_batches_keep_the_one_row_kernels(kind, tokens):
 
 @pytest.mark.parametrize("tokens", [_norm.SMALL_BATCH + 1, _norm.MANY_ROWS - 1])
 def test_mid_batches_take_one_row_per_cta(tokens):
-    assert _norm.schedule("rmsnorm", 4096, tokens) == {"vecs_per_thread": 4}
+    assert _norm.schedule("rmsnorm", 2048, tokens) == {"vecs_per_thread": 1}
+    lean = {"vecs_per_thread": 4, "lean": True}
+    assert _norm.schedule("rmsnorm", 4096, tokens) == {**lean, "min_ctas_per_sm": 10}
+    assert _norm.schedule("rmsnorm", 11008, tokens) == {**lean, "min_ctas_per_sm": 3}
+    assert _norm.schedule("rmsnorm", 16384, tokens) == {**lean, "min_ctas_per_sm": 1}
     assert _norm.schedule("layernorm", 2048, tokens) == {
         "vecs_per_thread": 1,
         "keep_gamma_beta": True,
@@ -30,7 +34,21 @@ def test_mid_batches_take_one_row_per_cta(tokens):
 
 @pytest.mark.parametrize("tokens", [_norm.MANY_ROWS, 16384, None])
 def test_large_batches(tokens):
-    assert _norm.schedule("rmsnorm", 2048, tokens) == {"vecs_per_thread": 1, "rows_per_cta": 2}
+    assert _norm.schedule("rmsnorm", 2048, tokens) == {
+        "vecs_per_thread": 8,
+        "warp_rows": 2,
+        "lean": True,
+    }
+    assert _norm.schedule("rmsnorm", 1000, tokens) == {
+        "vecs_per_thread": 1,
+        "rows_per_cta": 2,
+        "lean": True,
+    }
+    assert _norm.schedule("rmsnorm", 4096, tokens) == {
+        "vecs_per_thread": 4,
+        "rows_per_cta": 2,
+        "lean": True,
+    }
     assert _norm.schedule("rmsnorm", 8192, tokens) == {"vecs_per_thread": 4, "rows_per_cta": 2}
     assert _norm.schedule("rmsnorm", 11008, tokens) == {"vecs_per_thread": 4}
     keep = {"keep_gamma_beta": True}
@@ -107,7 +125,9 @@ def test_lean_layernorm_starts_at_8192_and_spares_small_batches():
     assert _norm.schedule("layernorm", 16384, _norm.SMALL_BATCH + 1)["lean"] is True
 
 
-@pytest.mark.parametrize("threads,ctas", [(512, 3), (352, 4), (256, 6), (160, 9), (1024, 1)])
+@pytest.mark.parametrize(
+    "threads,ctas", [(512, 3), (352, 4), (256, 6), (160, 9), (1024, 1), (32, 32)]
+)
 def test_lean_ctas_per_sm_caps_threads_and_registers(threads, ctas):
     assert _norm.lean_ctas_per_sm(threads) == ctas
     cap = _norm.REGISTERS_PER_SM // (threads * ctas)
@@ -160,6 +180,16 @@ def test_lean_layernorm_fits_its_launch_bound(hidden):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("hidden", [4096, 11008])
+def test_mid_batch_lean_rmsnorm_fits_its_launch_bound(dtype, hidden):
+    sched = _norm.schedule("rmsnorm", hidden, 1024)
+    regs, spills = _ptxas_usage(_norm.make_rmsnorm(dtype, hidden, 0.0, **sched))
+    threads = _norm.plan(hidden, 1024)[1]
+    assert regs * threads * sched["min_ctas_per_sm"] <= _norm.REGISTERS_PER_SM
+    assert spills == 0
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_lean_rmsnorm_holds_fewer_registers(dtype):
     full = _norm.make_rmsnorm(dtype, 16384, 0.0, 4)
     lean = _norm.make_rmsnorm(dtype, 16384, 0.0, 4, lean=True)
@@ -182,14 +212,35 @@ def test_rope_uses_the_walk_kernel_for_many_tokens(tokens, head_dim, heads, walk
     assert rope.uses_walk(tokens, head_dim, heads) is walk
 
 
+@pytest.mark.parametrize(
+    "head_dim,heads,shape",
+    [
+        (128, 40, (320, 3)),  # all heads in one step
+        (64, 40, (160, 6)),
+        (256, 24, (384, 2)),
+        (64, 20, (96, 10)),  # rounded up to whole warps: 4 idle head slots
+        (128, 80, (320, 3)),  # two steps of 40 heads
+    ],
+)
+def test_rope_walk_shape(head_dim, heads, shape):
+    assert rope.walk_shape(head_dim, heads) == shape
+
+
 def test_rope_launcher_grids(monkeypatch):
     launches = []
     fake = lambda *key: lambda *args: launches.append((key[-1], args[3]))  # noqa: E731
     monkeypatch.setattr(rope, "_compiled", fake)
-    for tokens in (1, 600, 16384):
-        rope.launcher("bfloat16", 128, 32, 8, False, "int32", tokens, 132)("q", "k", "p", 1, 1)
+    for tokens, sms in ((1, 132), (16384, 132), (600, 264)):
+        rope.launcher("bfloat16", 128, 32, 8, False, "int32", tokens, sms)("q", "k", "p", 1, 1)
     assert launches == [
         (False, rope.head_groups(1, 128, 40, 132)),  # grid kernel: head groups
-        (True, 600),  # walk kernel: never more CTAs than tokens
-        (True, 132 * rope.walk_ctas_per_sm(128)),
+        (True, 132 * 3),  # walk kernel: 3 CTAs of 320 threads per SM
+        (True, 600),  # never more CTAs than tokens
     ]
+
+
+def test_warp_rows_need_a_row_that_fits_one_warp():
+    with pytest.raises(ValueError, match="vecs_per_thread=hidden // 256"):
+        _norm.make_layernorm(2048, vecs_per_thread=4, warp_rows=4)
+    with pytest.raises(ValueError, match="not one warp"):
+        _norm.make_rmsnorm("bfloat16", 4096, 0.0, 4, warp_rows=2)

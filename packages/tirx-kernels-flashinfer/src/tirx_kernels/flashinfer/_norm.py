@@ -68,6 +68,7 @@ _TEST_SHAPES = [
     ("float16", 2047, 11008),
     ("bfloat16", 1025, 16384),  # fused add: late weight at 1024 threads
     ("float16", 8195, 1000),  # tail lanes in every row, late weight at 128 threads, R = 2
+    ("bfloat16", 8193, 2048),  # RMSNorm: a row per warp, the last CTA's second warp idle
 ]
 _BENCH_SHAPES = [
     ("bfloat16", 1, 4096),
@@ -145,6 +146,63 @@ def launch_bounds(T, min_ctas_per_sm: int):
     if min_ctas_per_sm <= 1:
         return None
     return T.cuda.KernelAttributes(min_blocks_per_sm=min_ctas_per_sm)
+
+
+def row_threads(hidden: int, k: int, threads: int, warp_rows: int) -> int:
+    """Threads of one CTA: ``threads`` per row group, ``warp_rows`` of them when set (each a
+    single warp normalizing its own rows: the row must fit one warp at ``k``)."""
+    if not warp_rows:
+        return threads
+    if threads != 32:
+        raise ValueError(
+            f"warp_rows: hidden={hidden} at {k} vectors per thread needs {threads} threads, "
+            "not one warp; pass vecs_per_thread=hidden // 256"
+        )
+    return 32 * warp_rows
+
+
+def first_row_and_lane(T, R: int, warp_rows: int):
+    """(the first of the thread's R rows, its index among its row's threads)."""
+    tid, bid = T.cuda.thread_idx("x"), T.cuda.block_idx("x")
+    if warp_rows:
+        return (bid * warp_rows + tid // 32) * R, tid % 32
+    return bid * R, tid
+
+
+def reductions(T, R: int, warps: int):
+    """T.inline helpers ``(block_sums, partials_sum)`` for R rows of ``warps`` warps each.
+
+    ``block_sums(acc, red, tx, out)``: out[r] = the sum of acc[r] over a row's threads. One
+    warp: a shuffle. More: each warp's shuffle sum to shared memory ``red``, one barrier, then
+    ``partials_sum(red, tx, out)``: every warp sums the partials over the fewest lanes that
+    hold them, a power of two (the lanes past them would add zeros: the same bits as a
+    32-lane sum).
+    """
+    width = 1 << (warps - 1).bit_length()
+    one_warp = warps == 1
+
+    @T.inline
+    def partials_sum(red, tx, out):
+        for r in T.unroll(R):
+            lane = tx % width
+            out[r] = T.cuda.warp_sum(
+                T.if_then_else(lane < warps, red[r * 32 + lane], T.float32(0)), width=width
+            )
+
+    @T.inline
+    def block_sums(acc, red, tx, out):
+        if one_warp:
+            for r in T.unroll(R):
+                out[r] = T.cuda.warp_sum(acc[r])
+        else:
+            for r in T.unroll(R):
+                part = T.cuda.warp_sum(acc[r])
+                if tx % 32 == 0:
+                    red[r * 32 + tx // 32] = part
+            T.cuda.cta_sync()
+            partials_sum(red, tx, out)
+
+    return block_sums, partials_sum
 
 
 SMALL_BATCH = 256  # up to ~2 rows per SM: latency-bound, spread a row over more threads
@@ -228,20 +286,22 @@ def plan(
 MANY_ROWS = 8192
 KEEP_GAMMA_BETA_OFF = (8192, 16384)  # LayerNorm hidden sizes where evict_last was slower
 LEAN_MIN_HIDDEN = 8192  # LayerNorm's one-row kernels from here on: lean rows, more CTAs/SM
-REGISTERS_PER_SM, THREADS_PER_SM = 65536, 2048  # sm_90 (every arch these kernels target)
+REGISTERS_PER_SM, THREADS_PER_SM, CTAS_PER_SM = 65536, 2048, 32  # sm_90 (all targeted archs)
 LEAN_THREADS_PER_SM = 1536
 LEAN_MIN_REGISTERS = 40  # the cap a launch bound may set (8-register allocation steps)
-ROWS_PER_CTA = {  # kind: ((max hidden, R, k or None for plan()'s), ...), first match wins
-    "rmsnorm": ((8192, 2, None),),
-    "layernorm": ((2048, 4, 1), (4096, 2, None)),
+RMS_LEAN_MIN_HIDDEN = 4096  # RMSNorm's one-row kernels between 256 and 8192 tokens: lean
+RMS_LEAN_THREADS_PER_SM = 1280  # their launch bound, when it asks for 3 CTAs or more
+ROWS_PER_CTA = {  # kind: ((max hidden, R, k or None for plan()'s, lean), ...), first match
+    "rmsnorm": ((4096, 2, None, True), (8192, 2, None, False)),
+    "layernorm": ((2048, 4, 1, False), (4096, 2, None, False)),
 }
+WARP_ROWS = {"rmsnorm": {2048: 2}}  # kind: {hidden: warps per CTA, a row each, lean}
 
 
 def lean_ctas_per_sm(threads: int) -> int:
     """CTAs per SM a lean kernel's launch bound asks for: up to 1536 threads and 40 registers."""
-    return max(
-        1, min(LEAN_THREADS_PER_SM // threads, REGISTERS_PER_SM // (LEAN_MIN_REGISTERS * threads))
-    )
+    fit = min(LEAN_THREADS_PER_SM // threads, REGISTERS_PER_SM // (LEAN_MIN_REGISTERS * threads))
+    return max(1, min(CTAS_PER_SM, fit))
 
 
 def schedule(kind: str, hidden: int, tokens: int | None) -> dict:
@@ -255,10 +315,18 @@ def schedule(kind: str, hidden: int, tokens: int | None) -> dict:
         sched["keep_gamma_beta"] = True
     if kind == "layernorm" and hidden >= LEAN_MIN_HIDDEN and not small:
         sched.update(lean=True, min_ctas_per_sm=lean_ctas_per_sm(plan(hidden, tokens, kind)[1]))
+    mid = not small and tokens is not None and tokens < MANY_ROWS  # one row per CTA
+    if kind == "rmsnorm" and mid and hidden >= RMS_LEAN_MIN_HIDDEN:
+        ctas = RMS_LEAN_THREADS_PER_SM // plan(hidden, tokens, kind)[1]
+        sched.update(lean=True, min_ctas_per_sm=ctas if ctas >= 3 else 1)
     if tokens is None or tokens >= MANY_ROWS:
-        for max_hidden, rows, k_rows in ROWS_PER_CTA.get(kind, ()):
+        warps = WARP_ROWS.get(kind, {}).get(hidden)
+        if warps:
+            return {"vecs_per_thread": hidden // 256, "warp_rows": warps, "lean": True}
+        for max_hidden, rows, k_rows, lean in ROWS_PER_CTA.get(kind, ()):
             if hidden <= max_hidden:
-                return {**sched, "vecs_per_thread": k_rows or k, "rows_per_cta": rows}
+                sched.update(vecs_per_thread=k_rows or k, rows_per_cta=rows)
+                return {**sched, "lean": True} if lean else sched
     return sched
 
 
@@ -271,6 +339,7 @@ def make_rmsnorm(
     rows_per_cta: int = 1,
     lean: bool = False,
     min_ctas_per_sm: int = 1,
+    warp_rows: int = 0,
 ):
     """out[m] = T(float(x[m]) * rsqrt(mean(x[m]^2) + eps) * (weight_bias + float(w))).
 
@@ -279,18 +348,23 @@ def make_rmsnorm(
     reductions. A row's arithmetic is the same for every R.
     ``lean``: only the packed 16-bit rows stay live across the barrier (see
     :func:`lean_f32`); ``min_ctas_per_sm`` then caps registers so that many CTAs fit per SM.
+    ``warp_rows`` (W): the CTA is W warps, each normalizing its own R rows with shuffles
+    only (no shared memory, no barrier); the row must fit one warp (k = hidden / 256).
     """
     from tirx_kernels.core.toolchain import T
 
     check_domain(dtype, hidden)
     k, threads = plan(hidden, None, "rmsnorm", vecs_per_thread)
+    block = row_threads(hidden, k, threads, warp_rows)
     warps = threads // 32
     exact = threads * k * VEC == hidden
     R = rows_per_cta
+    one_row = R * max(1, warp_rows) == 1  # else rows past M are clamped on load, not stored
     bounds = launch_bounds(T, min_ctas_per_sm)
     M = T.dynamic("M")
 
     row_f32 = row_reader(T, dtype, M, lean)
+    block_sums, _ = reductions(T, R, warps)
 
     @T.function
     def rmsnorm(
@@ -301,10 +375,10 @@ def make_rmsnorm(
     ):
         T.func_attr({"tirx.noalias": True})
         T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=T.ceildiv(M, R), block=threads), kernel_attrs=bounds
+            launch=T.cuda.LaunchConfig(grid=T.ceildiv(M, R * max(1, warp_rows)), block=block),
+            kernel_attrs=bounds,
         )
-        row0 = T.cuda.block_idx("x") * R
-        tx = T.cuda.thread_idx("x")
+        row0, tx = first_row_and_lane(T, R, warp_rows)
         xr = T.alloc_local((R * k * VEC,), dtype)
         xw = xr.view("uint32")  # the rows' bits, for lean_f32
         wr = T.alloc_local((k * VEC,), dtype)
@@ -316,7 +390,7 @@ def make_rmsnorm(
             c = (it * threads + tx) * VEC
             if exact or c < hidden:
                 for r in T.unroll(R):  # rows past M re-read row M - 1; never stored
-                    src = row0 + r if R == 1 else T.min(row0 + r, M - 1)
+                    src = row0 + r if one_row else T.min(row0 + r, M - 1)
                     xr[T.Ramp((r * k + it) * VEC, 1, VEC)] = X[src, T.Ramp(c, 1, VEC)]
                 wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
             else:
@@ -327,22 +401,14 @@ def make_rmsnorm(
             for i in T.unroll(k * VEC):
                 xf = T.cast(xr[r * k * VEC + i], "float32")
                 acc[r] = acc[r] + xf * xf
-        # CTA sums: warp shuffle, partials to shared memory, one barrier, every warp sums them
+        block_sums(acc, red, tx, rr)
         for r in T.unroll(R):
-            part = T.cuda.warp_sum(acc[r])
-            if tx % 32 == 0:
-                red[r * 32 + tx // 32] = part
-        T.cuda.cta_sync()
-        for r in T.unroll(R):
-            tot = T.cuda.warp_sum(
-                T.if_then_else(tx % 32 < warps, red[r * 32 + tx % 32], T.float32(0))
-            )
-            rr[r] = T.rsqrt(tot / T.float32(hidden) + eps)
+            rr[r] = T.rsqrt(rr[r] / T.float32(hidden) + eps)
         for it in T.unroll(k):
             c = (it * threads + tx) * VEC
             if exact or c < hidden:
                 for r in T.unroll(R):
-                    if R == 1 or row0 + r < M:
+                    if one_row or row0 + r < M:
                         for v in T.unroll(VEC):
                             yr[v] = T.cast(
                                 row_f32(xr, xw, (r * k + it) * VEC + v, 1)
@@ -373,6 +439,7 @@ def make_fused_add_rmsnorm(
     exact = threads * k * VEC == hidden
     ctas_per_sm = max(1, 1024 // threads) if late_weight else 1
     M = T.dynamic("M")
+    block_sums, _ = reductions(T, 1, warps)
 
     @T.function
     def fused_add_rmsnorm(
@@ -417,13 +484,8 @@ def make_fused_add_rmsnorm(
             c = (it * threads + tx) * VEC
             if exact or c < hidden:
                 R[row, T.Ramp(c, 1, VEC)] = ov[T.Ramp(0, 1, VEC)]
-        # CTA sum: warp shuffle, partials to shared memory, one barrier, every warp sums them
-        part = T.cuda.warp_sum(acc[0])
-        if tx % 32 == 0:
-            red[tx // 32] = part
-        T.cuda.cta_sync()
-        tot = T.cuda.warp_sum(T.if_then_else(tx % 32 < warps, red[tx % 32], T.float32(0)))
-        rs[0] = T.rsqrt(tot / T.float32(hidden) + eps)
+        block_sums(acc, red, tx, rs)
+        rs[0] = T.rsqrt(rs[0] / T.float32(hidden) + eps)
         for it in T.unroll(k):
             c = (it * threads + tx) * VEC
             if exact or c < hidden:
@@ -447,6 +509,7 @@ def make_layernorm(
     keep_gamma_beta: bool = False,
     lean: bool = False,
     min_ctas_per_sm: int = 1,
+    warp_rows: int = 0,
 ):
     """out[m] = bf16((x - mean) * rsqrt(var + eps) * gamma + beta); x bf16, gamma/beta fp32.
 
@@ -457,15 +520,19 @@ def make_layernorm(
     ``lean``: only the packed bf16 row stays live across the barriers (see :func:`lean_f32`;
     the epilogue re-reads the mean's partials), 44 instead of 59 registers at hidden 16384;
     ``min_ctas_per_sm`` then caps registers so that many CTAs fit per SM.
+    ``warp_rows`` (W): the CTA is W warps, each normalizing its own R rows with shuffles
+    only (no shared memory, no barrier); the row must fit one warp (k = hidden / 256).
     """
     from tirx_kernels.core.toolchain import T
 
     dtype = "bfloat16"
     check_domain(dtype, hidden, bf16_only=True)
     k, threads = plan(hidden, None, "layernorm", vecs_per_thread)
+    block = row_threads(hidden, k, threads, warp_rows)
     warps = threads // 32
     exact = threads * k * VEC == hidden
     R = rows_per_cta
+    one_row = R * max(1, warp_rows) == 1  # else rows past M are clamped on load, not stored
     # lean: a volatile (PTX) load, which nvcc cannot hoist above the barriers into registers
     gb_ptx = keep_gamma_beta or lean
     gb_load = LD_EVICT_LAST_F32X4 if keep_gamma_beta else LD_F32X4
@@ -473,24 +540,8 @@ def make_layernorm(
     M = T.dynamic("M")
 
     row_f32 = row_reader(T, dtype, M, lean)
-
-    @T.inline
-    def partials_sum(red, tx, out):
-        """out[r] = the sum of row r's per-warp partials in shared memory."""
-        for r in T.unroll(R):
-            out[r] = T.cuda.warp_sum(
-                T.if_then_else(tx % 32 < warps, red[r * 32 + tx % 32], T.float32(0))
-            )
-
-    @T.inline
-    def cta_sums(acc, red, tx, out):
-        """out[r] = the CTA's sum of acc[r] for each of the R rows (one barrier)."""
-        for r in T.unroll(R):
-            part = T.cuda.warp_sum(acc[r])
-            if tx % 32 == 0:
-                red[r * 32 + tx // 32] = part
-        T.cuda.cta_sync()
-        partials_sum(red, tx, out)
+    block_sums, partials_sum = reductions(T, R, warps)
+    resum_mean = lean and warps > 1  # one warp keeps its mean in a register
 
     @T.function
     def layernorm(
@@ -502,11 +553,10 @@ def make_layernorm(
     ):
         T.func_attr({"tirx.noalias": True})
         T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=T.ceildiv(M, R), block=threads),
+            launch=T.cuda.LaunchConfig(grid=T.ceildiv(M, R * max(1, warp_rows)), block=block),
             kernel_attrs=bounds,
         )
-        row0 = T.cuda.block_idx("x") * R
-        tx = T.cuda.thread_idx("x")
+        row0, tx = first_row_and_lane(T, R, warp_rows)
         xr = T.alloc_local((R * k * VEC,), dtype)
         xw = xr.view("uint32")  # the row's bits, for lean_f32
         gr = T.alloc_local((VEC,), "float32")
@@ -521,7 +571,7 @@ def make_layernorm(
             c = (it * threads + tx) * VEC
             if exact or c < hidden:
                 for r in T.unroll(R):  # rows past M re-read row M - 1; never stored
-                    src = row0 + r if R == 1 else T.min(row0 + r, M - 1)
+                    src = row0 + r if one_row else T.min(row0 + r, M - 1)
                     xr[T.Ramp((r * k + it) * VEC, 1, VEC)] = X[src, T.Ramp(c, 1, VEC)]
             else:
                 for i in T.unroll(R * VEC):
@@ -530,7 +580,7 @@ def make_layernorm(
             acc[r] = T.float32(0)
             for i in T.unroll(k * VEC):
                 acc[r] = acc[r] + T.cast(xr[r * k * VEC + i], "float32")
-        cta_sums(acc, red, tx, mean)
+        block_sums(acc, red, tx, mean)
         for r in T.unroll(R):
             mean[r] = mean[r] / T.float32(hidden)
             acc[r] = T.float32(0)
@@ -541,10 +591,10 @@ def make_layernorm(
                     for v in T.unroll(VEC):
                         dv = row_f32(xr, xw, (r * k + it) * VEC + v, 1) - mean[r]
                         acc[r] = acc[r] + dv * dv
-        cta_sums(acc, red2, tx, rstd)
+        block_sums(acc, red2, tx, rstd)
         for r in T.unroll(R):
             rstd[r] = T.rsqrt(rstd[r] / T.float32(hidden) + eps)
-        if lean:  # the same mean, re-summed: ptxas cannot reuse the variance pass's x - mean
+        if resum_mean:  # the same mean, re-summed: ptxas cannot reuse the variance's x - mean
             partials_sum(red, tx, mean)
             for r in T.unroll(R):
                 mean[r] = mean[r] / T.float32(hidden)
@@ -560,7 +610,7 @@ def make_layernorm(
                         gr[T.Ramp(o, 1, 4)] = G[T.Ramp(c + o, 1, 4)]
                         br[T.Ramp(o, 1, 4)] = B[T.Ramp(c + o, 1, 4)]
                 for r in T.unroll(R):
-                    if R == 1 or row0 + r < M:
+                    if one_row or row0 + r < M:
                         for v in T.unroll(VEC):
                             xf = row_f32(xr, xw, (r * k + it) * VEC + v, 2)
                             yr[v] = T.cast((xf - mean[r]) * rstd[r] * gr[v] + br[v], dtype)
