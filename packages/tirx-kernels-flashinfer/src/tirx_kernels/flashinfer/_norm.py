@@ -26,15 +26,18 @@ Changed (performance, same arithmetic): the row lives in registers instead of be
 twice (RMSNorm) or staged in shared memory (fused add, LayerNorm); the weight is loaded with
 the row, before the reduction (except below); the cross-warp step is done by every warp
 after a single barrier; the block is ``ceil(d / (8 * vecs_per_thread))`` threads (rounded up
-to a warp) instead of ``min(1024, d / 8)``. For large batches (see :func:`schedule`): a CTA
-normalizes 2 or 4 rows at once (RMSNorm, LayerNorm: one barrier per reduction for all of
-them, one weight load), and fused add loads the weight at its use so two CTAs fit
-per SM. LayerNorm loads gamma/beta with ``L1::evict_last`` (except at hidden 8192 and 16384)
-so the streamed rows do not push them out of L1. LayerNorm from hidden 8192 holds only the
-packed bf16 row between its passes (``lean``, :func:`lean_f32`; the epilogue re-sums the
-mean from its shared partials, giving the same bits), so a launch bound fits 3 CTAs of 512
-threads per SM at hidden 16384 instead of 2. No PDL (``griddepcontrol``) and contiguous
-rows only.
+to a warp) instead of ``min(1024, d / 8)``; the cross-warp sum runs over the fewest lanes
+holding partials (the lanes past them added zeros). For large batches (see
+:func:`schedule`): a CTA normalizes 2 or 4 rows at once (RMSNorm, LayerNorm: one barrier
+per reduction for all of them, one weight load) or, RMSNorm at hidden 2048, a warp
+normalizes a row alone (8 vectors per lane, no barrier), and fused add loads the weight at
+its use so two CTAs fit per SM. LayerNorm loads gamma/beta with ``L1::evict_last``
+(except at hidden 8192 and 16384) so the streamed rows do not push them out of L1.
+LayerNorm from hidden 8192 holds only the packed bf16 row between its passes (``lean``,
+:func:`lean_f32`; the epilogue re-sums the mean from its shared partials, giving the same
+bits), so a launch bound fits 3 CTAs of 512 threads per SM at hidden 16384 instead of 2;
+RMSNorm does the same between 256 and 8192 tokens from hidden 4096 and for large batches
+up to hidden 4096. No PDL (``griddepcontrol``) and contiguous rows only.
 
 Dispatch domain of the port: dtype bfloat16 or float16 (LayerNorm: bfloat16 input, float32
 gamma/beta, as upstream); ``hidden % 8 == 0`` (upstream's VEC_SIZE = 8 specialization;
@@ -254,12 +257,17 @@ def plan(
 #   vs 50.52), h8192 at 6 133.02 vs 135.55 (unbounded 131.53). Not used below 8192: h5120
 #   83.04 vs 83.04, h4096 (R = 2) 67.64 vs 67.80, h2048 (R = 4) 36.50 vs 36.04 at best,
 #   1024 x 4096 7.51 vs 7.33.
-# - RMSNorm lean (one sweep, bf16, bit-identical; not yet in the schedule: its fp16 form has
-#   not run on the H200): large batches h2048 34.96 vs 35.16, h4096 (R = 2, 2 CTAs) 66.16 vs
-#   67.10, h8192 130.71 vs 129.40, h16384 259.13 vs 259.15, 4113 x 11008 at 2 45.85 vs
-#   46.20; mid batches (one row per CTA) win more: 1024 x 4096 at 6 CTAs 5.71 vs 6.24 (at
-#   12: 6.72), 2048 x 4096 at 10 10.96 vs 11.51, 1024 x 8192 at 5 11.40 vs 11.79,
-#   1024 x 16384 unbounded 19.88 vs 20.69 (at 2: 20.92), 1024 x 2048 (k = 1) 3.74 vs 3.72.
+# - RMSNorm lean rows (bit-identical; two sweeps, the second shown, vs the unlean kernel):
+#   one row per CTA between 256 and 8192 tokens from hidden 4096, bounded to 1280 threads
+#   per SM when that is 3 CTAs or more (``RMS_LEAN_THREADS_PER_SM``): 1024 x 4096 at 10
+#   5.88 vs 6.34 (at 5: 5.76, at 12: 6.80), 2048 x 4096 at 10 10.76 vs 11.39, 1024 x 8192
+#   at 5 11.22 vs 11.65, 4113 x 11008 at 3 45.91 vs 47.13, 300 x 5120 at 8 3.61 vs 3.79,
+#   1024 x 16384 unbounded 20.01 vs 20.63 (at 2: 20.77); large batches at R = 2 unbounded,
+#   up to hidden 4096: h4096 66.51 vs 67.26 (at 10: 82.82), h2048 35.05 vs 35.39; not
+#   above (h8192 130.71 vs 129.40, h16384 259.13 vs 259.15; first sweep).
+# - A row per warp (``warp_rows``, W warps per CTA; no barrier; lean), where a row is 8
+#   vectors per lane: RMSNorm h2048 at W = 2 34.69 vs 35.39 (W = 4 34.74; unlean 35.18);
+#   LayerNorm h2048 lost (37.50 vs 35.58 at R = 4).
 # Tried and dropped (H200 sweeps, one or two rounds; 16384 tokens unless noted; tried vs host,
 # µs):
 # - a 0% shared-memory carveout (L1 at its largest), L1::no_allocate on the rows,
