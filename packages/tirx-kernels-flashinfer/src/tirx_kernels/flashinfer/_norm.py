@@ -26,8 +26,7 @@ Changed (performance, same arithmetic): the row lives in registers instead of be
 twice (RMSNorm) or staged in shared memory (fused add, LayerNorm); the weight is loaded with
 the row, before the reduction (except below); the cross-warp step is done by every warp
 after a single barrier; the block is ``ceil(d / (8 * vecs_per_thread))`` threads (rounded up
-to a warp) instead of ``min(1024, d / 8)``; the cross-warp sum runs over the fewest lanes
-holding partials (the lanes past them added zeros). For large batches (see
+to a warp) instead of ``min(1024, d / 8)``. For large batches (see
 :func:`schedule`): a CTA normalizes 2 or 4 rows at once (RMSNorm, LayerNorm: one barrier
 per reduction for all of them, one weight load) or, RMSNorm at hidden 2048, a warp
 normalizes a row alone (8 vectors per lane, no barrier), and fused add loads the weight at
@@ -177,19 +176,17 @@ def reductions(T, R: int, warps: int):
 
     ``block_sums(acc, red, tx, out)``: out[r] = the sum of acc[r] over a row's threads. One
     warp: a shuffle. More: each warp's shuffle sum to shared memory ``red``, one barrier, then
-    ``partials_sum(red, tx, out)``: every warp sums the partials over the fewest lanes that
-    hold them, a power of two (the lanes past them would add zeros: the same bits as a
-    32-lane sum).
+    ``partials_sum(red, tx, out)``: every warp sums the partials (a full-warp shuffle, as
+    upstream; summing only the lanes that hold partials gives the same bits but made ptxas
+    spill the lean LayerNorm at its launch bound).
     """
-    width = 1 << (warps - 1).bit_length()
     one_warp = warps == 1
 
     @T.inline
     def partials_sum(red, tx, out):
         for r in T.unroll(R):
-            lane = tx % width
             out[r] = T.cuda.warp_sum(
-                T.if_then_else(lane < warps, red[r * 32 + lane], T.float32(0)), width=width
+                T.if_then_else(tx % 32 < warps, red[r * 32 + tx % 32], T.float32(0))
             )
 
     @T.inline
