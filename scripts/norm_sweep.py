@@ -136,8 +136,8 @@ def variants_of(norm, kind, hidden, k0, full, host):
         threads = norm.plan(hidden, None, kind, host["vecs_per_thread"])[1]
         lean = {**host, "lean": True, "min_ctas_per_sm": 1}
         out += [("host_lean", lean)]
-        if hidden % 256 == 0 and hidden // 256 in KS:  # a row per warp: no barrier
-            one_warp = {**host, "vecs_per_thread": hidden // 256, "rows_per_cta": 1}
+        if hidden % norm.WARP_ROW == 0 and hidden // norm.WARP_ROW in KS:  # a row per warp
+            one_warp = {**host, "vecs_per_thread": hidden // norm.WARP_ROW, "rows_per_cta": 1}
             for w in (2, 4, 8):
                 out += [(f"warp_w{w}", {**one_warp, "warp_rows": w})]
                 out += [(f"warp_w{w}_lean", {**one_warp, "warp_rows": w, "lean": True})]

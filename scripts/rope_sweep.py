@@ -41,7 +41,7 @@ def walk_threads(d, heads):
     for steps in (1, 2, 3):
         if heads % steps == 0:
             t = heads // steps * bdx
-            if t % 32 == 0 and t <= 512 and t != 128:
+            if t % 32 == 0 and t <= 512 and t != 128:  # 128: rope.THREADS, timed as walk_c
                 sizes.add(t)
     return sorted(sizes)
 
@@ -58,11 +58,11 @@ def sweep_shape(torch, toolchain, rope, sms, dtype, d, hq, hk, il, n):
     grid = toolchain.compile(rope.get_grid_kernel(dtype, d, hq, hk, il))
     variants = {"grid": launcher(grid, rope.head_groups(n, d, hq + hk, sms))}
     for c in WALK_CTAS:
-        kernel = rope.get_walk_kernel(dtype, d, hq, hk, il, min_ctas=c, threads=128)
+        kernel = rope.get_walk_kernel(dtype, d, hq, hk, il, min_ctas=c, threads=rope.THREADS)
         walk = toolchain.compile(kernel)
         variants[f"walk_c{c}"] = launcher(walk, min(n, sms * c))
     for t in walk_threads(d, hq + hk):
-        for c in sorted({max(1, 1024 // t), max(1, 1536 // t)}):
+        for c in sorted({max(1, rope.WALK_THREADS_PER_SM // t), max(1, 1536 // t)}):
             kernel = rope.get_walk_kernel(dtype, d, hq, hk, il, min_ctas=c, threads=t)
             walk = toolchain.compile(kernel)
             variants[f"walk_t{t}_c{c}"] = launcher(walk, min(n, sms * c))

@@ -51,6 +51,7 @@ import functools
 import torch
 
 VEC = 8  # elements per 16-byte vector of a 16-bit dtype
+WARP_ROW = 32 * VEC  # elements a warp covers with one vector per lane
 LD_EVICT_LAST_F32X4 = "ld.global.L1::evict_last.v4.f32"  # 4 fp32, kept in L1 over the stream
 LD_F32X4 = "ld.global.v4.f32"
 MAX_HIDDEN = 16384
@@ -158,7 +159,7 @@ def row_threads(hidden: int, k: int, threads: int, warp_rows: int) -> int:
     if threads != 32:
         raise ValueError(
             f"warp_rows: hidden={hidden} at {k} vectors per thread needs {threads} threads, "
-            "not one warp; pass vecs_per_thread=hidden // 256"
+            f"not one warp; pass vecs_per_thread=hidden // {WARP_ROW}"
         )
     return 32 * warp_rows
 
@@ -327,7 +328,7 @@ def schedule(kind: str, hidden: int, tokens: int | None) -> dict:
     if tokens is None or tokens >= MANY_ROWS:
         warps = WARP_ROWS.get(kind, {}).get(hidden)
         if warps:
-            return {"vecs_per_thread": hidden // 256, "warp_rows": warps, "lean": True}
+            return {"vecs_per_thread": hidden // WARP_ROW, "warp_rows": warps, "lean": True}
         for max_hidden, rows, k_rows, lean in ROWS_PER_CTA.get(kind, ()):
             if hidden <= max_hidden:
                 sched.update(vecs_per_thread=k_rows or k, rows_per_cta=rows)
@@ -354,7 +355,7 @@ def make_rmsnorm(
     ``lean``: only the packed 16-bit rows stay live across the barrier (see
     :func:`lean_f32`); ``min_ctas_per_sm`` then caps registers so that many CTAs fit per SM.
     ``warp_rows`` (W): the CTA is W warps, each normalizing its own R rows with shuffles
-    only (no shared memory, no barrier); the row must fit one warp (k = hidden / 256).
+    only (no shared memory, no barrier); the row must fit one warp (k = hidden / WARP_ROW).
     """
     from tirx_kernels.core.toolchain import T
 
@@ -526,7 +527,7 @@ def make_layernorm(
     the epilogue re-reads the mean's partials), 44 instead of 59 registers at hidden 16384;
     ``min_ctas_per_sm`` then caps registers so that many CTAs fit per SM.
     ``warp_rows`` (W): the CTA is W warps, each normalizing its own R rows with shuffles
-    only (no shared memory, no barrier); the row must fit one warp (k = hidden / 256).
+    only (no shared memory, no barrier); the row must fit one warp (k = hidden / WARP_ROW).
     """
     from tirx_kernels.core.toolchain import T
 
