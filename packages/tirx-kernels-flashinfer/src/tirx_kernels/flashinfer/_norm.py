@@ -516,6 +516,7 @@ def make_layernorm(
     lean: bool = False,
     min_ctas_per_sm: int = 1,
     warp_rows: int = 0,
+    gb_with_row: bool = False,
 ):
     """out[m] = bf16((x - mean) * rsqrt(var + eps) * gamma + beta); x bf16, gamma/beta fp32.
 
@@ -548,6 +549,19 @@ def make_layernorm(
     row_f32 = row_reader(T, dtype, M, lean)
     block_sums, partials_sum = reductions(T, R, warps)
     resum_mean = lean and warps > 1  # one warp keeps its mean in a register
+    if gb_with_row and not (k == 1 and exact):
+        raise ValueError("gb_with_row needs one exact vector per thread (k == 1)")
+
+    @T.inline
+    def load_gb(G, B, gr, br, c):
+        for h in T.unroll(2):  # 4 fp32 per 16-byte load
+            o = 4 * h
+            if gb_ptx:
+                T.ptx[gb_load](gr[o], gr[o + 1], gr[o + 2], gr[o + 3], G.ptr_to([c + o]))
+                T.ptx[gb_load](br[o], br[o + 1], br[o + 2], br[o + 3], B.ptr_to([c + o]))
+            else:
+                gr[T.Ramp(o, 1, 4)] = G[T.Ramp(c + o, 1, 4)]
+                br[T.Ramp(o, 1, 4)] = B[T.Ramp(c + o, 1, 4)]
 
     @T.function
     def layernorm(
@@ -582,6 +596,8 @@ def make_layernorm(
             else:
                 for i in T.unroll(R * VEC):
                     xr[(i // VEC * k + it) * VEC + i % VEC] = T.cast(T.float32(0), dtype)
+        if gb_with_row:  # k == 1: the thread's only gamma/beta vector
+            load_gb(G, B, gr, br, tx * VEC)
         for r in T.unroll(R):
             acc[r] = T.float32(0)
             for i in T.unroll(k * VEC):
@@ -607,14 +623,8 @@ def make_layernorm(
         for it in T.unroll(k):
             c = (it * threads + tx) * VEC
             if exact or c < hidden:
-                for h in T.unroll(2):  # 4 fp32 per 16-byte load
-                    o = 4 * h
-                    if gb_ptx:
-                        T.ptx[gb_load](gr[o], gr[o + 1], gr[o + 2], gr[o + 3], G.ptr_to([c + o]))
-                        T.ptx[gb_load](br[o], br[o + 1], br[o + 2], br[o + 3], B.ptr_to([c + o]))
-                    else:
-                        gr[T.Ramp(o, 1, 4)] = G[T.Ramp(c + o, 1, 4)]
-                        br[T.Ramp(o, 1, 4)] = B[T.Ramp(c + o, 1, 4)]
+                if not gb_with_row:
+                    load_gb(G, B, gr, br, c)
                 for r in T.unroll(R):
                     if one_row or row0 + r < M:
                         for v in T.unroll(VEC):
