@@ -289,6 +289,11 @@ def plan(
 #   gamma/beta, per SM; the partial sums exchanged through distributed shared memory, one
 #   cluster barrier per reduction; two rounds): h16384 357.97 vs 289.30, h8192 175.25 vs
 #   136.10, 4113 x 16384 95.75 vs 77.84: the cluster barriers cost more than L1 reuse saves.
+# - LayerNorm probe of 2026-12-03 (two rounds, the second shown): h2048 with gamma/beta
+#   loaded with the row (k = 1) 36.06 vs 35.76 (lean 37.78; R = 2 39.21), R = 4 lean at 5
+#   CTAs/SM 36.74, R = 8 lean 37.72, a warp per 2 rows (W = 2 or 4, lean) 39.15; h11008 at 2
+#   rows per CTA, lean: 4113 tokens 50.11 vs 50.07 (at 3 CTAs/SM, spilling: 52.59), 16384
+#   tokens 177.15 vs 179.25 (not a bench shape; h8192 untried, so not taken).
 MANY_ROWS = 8192
 KEEP_GAMMA_BETA_OFF = (8192, 16384)  # LayerNorm hidden sizes where evict_last was slower
 LEAN_MIN_HIDDEN = 8192  # LayerNorm's one-row kernels from here on: lean rows, more CTAs/SM
@@ -516,7 +521,6 @@ def make_layernorm(
     lean: bool = False,
     min_ctas_per_sm: int = 1,
     warp_rows: int = 0,
-    gb_with_row: bool = False,
 ):
     """out[m] = bf16((x - mean) * rsqrt(var + eps) * gamma + beta); x bf16, gamma/beta fp32.
 
@@ -549,19 +553,6 @@ def make_layernorm(
     row_f32 = row_reader(T, dtype, M, lean)
     block_sums, partials_sum = reductions(T, R, warps)
     resum_mean = lean and warps > 1  # one warp keeps its mean in a register
-    if gb_with_row and not (k == 1 and exact):
-        raise ValueError("gb_with_row needs one exact vector per thread (k == 1)")
-
-    @T.inline
-    def load_gb(G, B, gr, br, c):
-        for h in T.unroll(2):  # 4 fp32 per 16-byte load
-            o = 4 * h
-            if gb_ptx:
-                T.ptx[gb_load](gr[o], gr[o + 1], gr[o + 2], gr[o + 3], G.ptr_to([c + o]))
-                T.ptx[gb_load](br[o], br[o + 1], br[o + 2], br[o + 3], B.ptr_to([c + o]))
-            else:
-                gr[T.Ramp(o, 1, 4)] = G[T.Ramp(c + o, 1, 4)]
-                br[T.Ramp(o, 1, 4)] = B[T.Ramp(c + o, 1, 4)]
 
     @T.function
     def layernorm(
@@ -596,8 +587,6 @@ def make_layernorm(
             else:
                 for i in T.unroll(R * VEC):
                     xr[(i // VEC * k + it) * VEC + i % VEC] = T.cast(T.float32(0), dtype)
-        if gb_with_row:  # k == 1: the thread's only gamma/beta vector
-            load_gb(G, B, gr, br, tx * VEC)
         for r in T.unroll(R):
             acc[r] = T.float32(0)
             for i in T.unroll(k * VEC):
@@ -623,8 +612,14 @@ def make_layernorm(
         for it in T.unroll(k):
             c = (it * threads + tx) * VEC
             if exact or c < hidden:
-                if not gb_with_row:
-                    load_gb(G, B, gr, br, c)
+                for h in T.unroll(2):  # 4 fp32 per 16-byte load
+                    o = 4 * h
+                    if gb_ptx:
+                        T.ptx[gb_load](gr[o], gr[o + 1], gr[o + 2], gr[o + 3], G.ptr_to([c + o]))
+                        T.ptx[gb_load](br[o], br[o + 1], br[o + 2], br[o + 3], B.ptr_to([c + o]))
+                    else:
+                        gr[T.Ramp(o, 1, 4)] = G[T.Ramp(c + o, 1, 4)]
+                        br[T.Ramp(o, 1, 4)] = B[T.Ramp(c + o, 1, 4)]
                 for r in T.unroll(R):
                     if one_row or row0 + r < M:
                         for v in T.unroll(VEC):
