@@ -6,6 +6,11 @@
 # installs every distribution of this checkout offline; the packed site carries hatchling.
 # (The image's python is the only one there: the install goes into its site-packages.)
 source .device/activate.sh || return 1
+python3 -c "import hatchling" 2>/dev/null || {
+  echo "h200-env: the site archive has no hatchling; rebuild it (README, 'On the H200'):" \
+    "../shared/tools/h200-site.sh hatchling==1.33.0 pathspec==1.1.1 trove-classifiers==2026.9.21.13" >&2
+  return 1
+}
 # plain (not editable) installs: an editable hatchling build would also need `editables`
 PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --no-deps --no-build-isolation --no-index \
   ./core ./packages/*/ \
