@@ -54,6 +54,10 @@ def test_exit_zero_when_nothing_failed(modes_family):
     (["test", "--config", "pass"], "--config needs exactly one --kernel"),
     (["test", "--family", "nope"], "no family 'nope'; installed families: alpha"),
     (["list", "--family", "nope"], "no family 'nope'"),
+    (["test", "--kernel", "alpha_kren"], "no kernel 'alpha_kren' (did you mean 'alpha_kern'?)"),
+    (["test", "--family", "alhpa"], "no family 'alhpa' (did you mean 'alpha'?)"),
+    (["test", "--kernel", "alpha_kern", "--config", "pas"],
+     "no config 'pas' in its CONFIGS (did you mean 'pass'?); available: pass, fail"),
 ])
 def test_usage_errors_exit_2_and_list_what_exists(modes_family, args, message):
     p = tirx_run(*args)

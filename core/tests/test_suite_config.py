@@ -164,6 +164,7 @@ def test_cli_exits_2_and_runs_nothing_on_a_bad_file(tmp_path, capsys):
     (["--family", "nope"], "no family 'nope'"),
     (["--kernel", "rope"], "kernel 'rope' has no suite entry"),
     (["--config", "m9"], "no selected suite entry has config(s) m9"),
+    (["--config", "m1_n4069"], "config(s) m1_n4069 (did you mean 'm1_n4096'?); `tirx-suite"),
     (["--kernel", "gemm", "--gpus", "7"], "--gpus: no GPU with index [7]"),
     (["--rounds", "0"], "--rounds must be >= 1"),
 ])

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 from dataclasses import dataclass, field
@@ -33,6 +34,12 @@ class UnknownKernel(LookupError):
 
 class UnknownConfig(LookupError):
     pass
+
+
+def did_you_mean(name: str, choices: list[str]) -> str:
+    """' (did you mean 'x'?)' for the closest of ``choices`` to a mistyped name, else ''."""
+    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 @dataclass(frozen=True)
@@ -69,10 +76,10 @@ class Kernel:
             if cfg["label"] == label:
                 return cfg
         which = "bench matrix" if bench else "CONFIGS"
-        labels = ", ".join(c["label"] for c in matrix)
+        labels = [c["label"] for c in matrix]
         raise UnknownConfig(
-            f"kernel {self.name!r} has no config {label!r} in its {which}; "
-            f"available: {labels}"
+            f"kernel {self.name!r} has no config {label!r} in its {which}"
+            f"{did_you_mean(label, labels)}; available: {', '.join(labels)}"
         )
 
     def load(self) -> ModuleType:
@@ -143,15 +150,21 @@ class Registry:
         for fam in self.families:
             if fam.family.name == name:
                 return fam
-        known = ", ".join(f.family.name for f in self.families) or "none installed"
-        raise UnknownKernel(f"no family {name!r}; installed families: {known}")
+        names = [f.family.name for f in self.families]
+        raise UnknownKernel(
+            f"no family {name!r}{did_you_mean(name, names)}; "
+            f"installed families: {', '.join(names) or 'none installed'}"
+        )
 
     def get(self, name: str) -> Kernel:
         try:
             return self.kernels[name]
         except KeyError:
-            known = ", ".join(sorted(self.kernels)) or "none installed"
-            raise UnknownKernel(f"no kernel {name!r}; installed kernels: {known}") from None
+            names = sorted(self.kernels)
+            raise UnknownKernel(
+                f"no kernel {name!r}{did_you_mean(name, names)}; "
+                f"installed kernels: {', '.join(names) or 'none installed'}"
+            ) from None
 
     def select(self, kernel: str | None = None, family: str | None = None) -> list[Kernel]:
         if family is not None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from ..impls import ratio
 from ..meta import MetaError
 from ..plugins import PluginError
-from ..registry import Registry, RegistryError, UnknownConfig, UnknownKernel
+from ..registry import Registry, RegistryError, UnknownConfig, UnknownKernel, did_you_mean
 from . import FAILED, INTERFERED
 from . import baseline as baselines
 from .config import ConfigError, Workload, load_suite, load_workloads_file
@@ -200,10 +200,12 @@ def select(registry, args) -> tuple[list[Workload], dict]:
     if args.kernel:
         workloads = [w for w in workloads if w.kernel in args.kernel]
     if args.configs:
-        missing = set(args.configs) - {w.config for w in workloads}
+        labels = sorted({w.config for w in workloads})
+        missing = sorted(set(args.configs) - set(labels))
         if missing:
-            raise UsageError(f"no selected suite entry has config(s) {', '.join(sorted(missing))}"
-                             "; `tirx-suite --list --all` shows them")
+            hints = "".join(did_you_mean(m, labels) for m in missing)
+            raise UsageError(f"no selected suite entry has config(s) {', '.join(missing)}"
+                             f"{hints}; `tirx-suite --list --all` shows them")
         workloads = [w for w in workloads if w.config in args.configs]
     elif not (args.all or args.workloads):
         workloads = [w for w in workloads if w.default]
