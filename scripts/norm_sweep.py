@@ -3,7 +3,7 @@
 """Sweep the FlashInfer norm ports' schedules on the H200 (how _norm.schedule was picked).
 
     python scripts/norm_sweep.py OUT.json [--full] [--kinds rmsnorm,layernorm] [--budget-s 230]
-        [--shapes 16384x2048,4113x11008]
+        [--shapes 16384x2048,4113x11008] [--rounds 2] [--variant NAME=JSON ...]
 
 For each (kernel, shape) it times, with the proton timer (cold L2, one round, no cooldown):
 the one-row kernel at plan()'s vectors-per-thread ``k`` (``--full``: every valid k in
@@ -17,7 +17,10 @@ and then ``min_ctas_per_sm=n`` (``host_lean_cn``, every n whose register cap sta
 FlashInfer's op when ``import flashinfer`` works; and ``neg``, ``torch.neg(x, out=y)``: an
 elementwise kernel moving the same activation bytes (RMSNorm, LayerNorm), the bandwidth
 ceiling at that size (a plain ``copy_`` is a memcpy, which proton does not time). ``*``
-marks the host's schedule. Before timing, every variant's output is compared with
+marks the host's schedule. ``--variant NAME=JSON`` (repeatable; JSON: make_* keywords, e.g.
+``r2_lean='{"vecs_per_thread": 4, "rows_per_cta": 2, "lean": true}'``) times only the
+host's schedule and those variants: a probe of new schedules. ``--rounds N`` times N rounds
+and reports their mean. Before timing, every variant's output is compared with
 ``torch.equal`` to the one-row kernel's at plan()'s k: a different k sums in a different
 order, so only same-k variants must match bit for bit (``must_match``; a miss there is
 reported as MISMATCH).
@@ -114,8 +117,26 @@ def flashinfer_builder(torch, kind, d):
     return build
 
 
-def variants_of(norm, kind, hidden, k0, full, host):
-    """(name, make_* keywords) of every schedule worth timing for one shape."""
+def parse_variant(spec: str) -> tuple[str, dict]:
+    """``NAME=JSON`` (a JSON object of make_* keywords) -> (NAME, keywords)."""
+    name, sep, text = spec.partition("=")
+    try:
+        sched = json.loads(text) if sep and name else None
+    except json.JSONDecodeError:
+        sched = None
+    if not isinstance(sched, dict):
+        raise ValueError(
+            f"--variant {spec!r}: expected NAME=JSON with a JSON object of make_* keywords, "
+            'e.g. r2=\'{"vecs_per_thread": 4, "rows_per_cta": 2}\''
+        )
+    return name, sched
+
+
+def variants_of(norm, kind, hidden, k0, full, host, probes=()):
+    """(name, make_* keywords) of every schedule worth timing for one shape; with
+    ``probes`` ((name, keywords), ...), the host's schedule and those only."""
+    if probes:
+        return [("host", host), *probes]
     ks = [k for k in valid_ks(norm, hidden) if full or k == k0]
     out = [(f"row_k{k}", {"vecs_per_thread": k}) for k in ks]
     if kind in ("rmsnorm", "layernorm"):  # R rows per CTA
@@ -156,11 +177,13 @@ def variants_of(norm, kind, hidden, k0, full, host):
     return out
 
 
-def sweep_shape(torch, toolchain, norm, kind, tokens, hidden, full, print_line):
+def sweep_shape(
+    torch, toolchain, norm, kind, tokens, hidden, full, print_line, probes=(), rounds=1
+):
     d = make_data(torch, norm, kind, tokens, hidden)
     k0 = norm.plan(hidden, tokens, kind)[0]
     host = norm.schedule(kind, hidden, tokens)
-    variants = variants_of(norm, kind, hidden, k0, full, host)
+    variants = variants_of(norm, kind, hidden, k0, full, host, probes)
     ref_once, _ = runner(
         torch,
         norm,
@@ -172,7 +195,7 @@ def sweep_shape(torch, toolchain, norm, kind, tokens, hidden, full, print_line):
     funcs, info = {}, {}
     for name, sched in variants:
         t0 = time.time()
-        k = sched["vecs_per_thread"]
+        k = norm.plan(hidden, None, kind, sched.get("vecs_per_thread"))[0]
         once, timed = runner(
             torch, norm, kind, d, norm.launcher(kind, DTYPE, hidden, tokens, sched=sched)
         )
@@ -195,7 +218,7 @@ def sweep_shape(torch, toolchain, norm, kind, tokens, hidden, full, print_line):
     if kind != "fused_add_rmsnorm":  # the same bytes, elementwise: the ceiling
         copy_out = torch.empty_like(d["x"])
         refs["neg"] = lambda: lambda: torch.neg(d["x"], out=copy_out)
-    res = toolchain.bench(funcs, references=refs, timer="proton", rounds=1, cooldown_s=0)
+    res = toolchain.bench(funcs, references=refs, timer="proton", rounds=rounds, cooldown_s=0)
     nbytes = ACT_BYTES[kind] * tokens * hidden
     rows = []
     for name, us in sorted(res.get("impls", {}).items(), key=lambda kv: kv[1] or 1e30):
@@ -226,6 +249,14 @@ def main(argv=None) -> int:
     ap.add_argument("--kinds", default=",".join(SHAPES), help="comma-separated subset")
     ap.add_argument("--budget-s", type=float, default=230.0, help="start no shape after this")
     ap.add_argument("--shapes", default="", help="TOKENSxHIDDEN,... instead of the built-in list")
+    ap.add_argument("--rounds", type=int, default=1, help="timing rounds, mean reported")
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=JSON",
+        help="time only the host schedule and these make_* keyword sets (repeatable)",
+    )
     args = ap.parse_args(argv)
     kinds = [k for k in args.kinds.split(",") if k]
     unknown = set(kinds) - set(SHAPES)
@@ -237,6 +268,14 @@ def main(argv=None) -> int:
             raise ValueError
     except ValueError:
         ap.error(f"--shapes {args.shapes!r}: expected TOKENSxHIDDEN,... e.g. 16384x2048")
+    if args.rounds < 1:
+        ap.error(f"--rounds {args.rounds}: must be >= 1")
+    try:
+        probes = [parse_variant(v) for v in args.variant]
+    except ValueError as e:
+        ap.error(str(e))
+    if len({name for name, _ in probes} | {"host"}) != len(probes) + 1:
+        ap.error("--variant names must be unique and not 'host'")
 
     try:
         import torch
@@ -274,7 +313,16 @@ def main(argv=None) -> int:
                 continue
             try:
                 rows = sweep_shape(
-                    torch, toolchain, norm, kind, tokens, hidden, args.full, print_line
+                    torch,
+                    toolchain,
+                    norm,
+                    kind,
+                    tokens,
+                    hidden,
+                    args.full,
+                    print_line,
+                    probes,
+                    args.rounds,
                 )
                 results["rows"].extend(rows)
             except Exception as e:  # one shape failing must not end the sweep
