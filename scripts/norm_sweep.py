@@ -5,7 +5,8 @@
     python scripts/norm_sweep.py OUT.json [--full] [--kinds rmsnorm,layernorm] [--budget-s 230]
         [--shapes 16384x2048,4113x11008] [--rounds 2] [--variant NAME=JSON ...]
 
-For each (kernel, shape) it times, with the proton timer (cold L2, one round, no cooldown):
+For each (kernel, shape) it times, with the proton timer (cold L2, no cooldown, one round
+unless --rounds):
 the one-row kernel at plan()'s vectors-per-thread ``k`` (``--full``: every valid k in
 1/2/4/8) and, for RMSNorm and LayerNorm, at 2 and 4 rows per CTA (``--full``: 2, 4 and 8 at
 every k, and lean one-row kernels ``lean_k{k}`` / ``lean_k{k}_c{n}`` at every k; and
