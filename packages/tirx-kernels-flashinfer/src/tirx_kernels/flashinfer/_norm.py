@@ -293,7 +293,7 @@ def plan(
 #   loaded with the row (k = 1) 36.06 vs 35.76 (lean 37.78; R = 2 39.21), R = 4 lean at 5
 #   CTAs/SM 36.74, R = 8 lean 37.72, a warp per 2 rows (W = 2 or 4, lean) 39.15; h11008 at 2
 #   rows per CTA, lean: 4113 tokens 50.11 vs 50.07 (at 3 CTAs/SM, spilling: 52.59), 16384
-#   tokens 177.15 vs 179.25 (four rounds in two calls: 1.2-1.8% faster), but h8192 lost
+#   tokens 177.15 vs 179.25 (four rounds in two calls: 0.7-1.8% faster), but h8192 lost
 #   (16384 tokens: 134.32 vs 133.12, at 4 CTAs/SM 133.86), so no hidden range is backed by
 #   a measurement beyond the one size, which is no bench shape: not scheduled.
 MANY_ROWS = 8192
