@@ -275,7 +275,8 @@ def main(argv=None) -> int:
         probes = [parse_variant(v) for v in args.variant]
     except ValueError as e:
         ap.error(str(e))
-    if len({name for name, _ in probes} | {"host"}) != len(probes) + 1:
+    names = [name for name, _ in probes]
+    if "host" in names or len(set(names)) != len(names):
         ap.error("--variant names must be unique and not 'host'")
 
     try:
@@ -314,16 +315,8 @@ def main(argv=None) -> int:
                 continue
             try:
                 rows = sweep_shape(
-                    torch,
-                    toolchain,
-                    norm,
-                    kind,
-                    tokens,
-                    hidden,
-                    args.full,
-                    print_line,
-                    probes,
-                    args.rounds,
+                    torch, toolchain, norm, kind, tokens, hidden, args.full, print_line,
+                    probes=probes, rounds=args.rounds,
                 )
                 results["rows"].extend(rows)
             except Exception as e:  # one shape failing must not end the sweep

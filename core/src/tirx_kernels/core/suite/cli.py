@@ -203,9 +203,9 @@ def select(registry, args) -> tuple[list[Workload], dict]:
         labels = sorted({w.config for w in workloads})
         missing = sorted(set(args.configs) - set(labels))
         if missing:
-            hints = "".join(did_you_mean(m, labels) for m in missing)
-            raise UsageError(f"no selected suite entry has config(s) {', '.join(missing)}"
-                             f"{hints}; `tirx-suite --list --all` shows them")
+            named = ", ".join(m + did_you_mean(m, labels) for m in missing)
+            raise UsageError(f"no selected suite entry has config(s) {named}"
+                             "; `tirx-suite --list --all` shows them")
         workloads = [w for w in workloads if w.config in args.configs]
     elif not (args.all or args.workloads):
         workloads = [w for w in workloads if w.default]
