@@ -19,8 +19,9 @@ FlashInfer's op when ``import flashinfer`` works; and ``neg``, ``torch.neg(x, ou
 elementwise kernel moving the same activation bytes (RMSNorm, LayerNorm), the bandwidth
 ceiling at that size (a plain ``copy_`` is a memcpy, which proton does not time). ``*``
 marks the host's schedule. ``--variant NAME=JSON`` (repeatable; JSON: make_* keywords, e.g.
-``r2_lean='{"vecs_per_thread": 4, "rows_per_cta": 2, "lean": true}'``) times only the
-host's schedule and those variants: a probe of new schedules. ``--rounds N`` times N rounds
+``r2_lean='{"vecs_per_thread": 4, "rows_per_cta": 2, "lean": true}'``, or ``+JSON``: laid
+over each shape's host schedule) times only the host's schedule and those variants: a probe
+of new schedules. ``--rounds N`` times N rounds
 and reports their mean. Before timing, every variant's output is compared with
 ``torch.equal`` to the one-row kernel's at plan()'s k: a different k sums in a different
 order, so only same-k variants must match bit for bit (``must_match``; a miss there is
@@ -118,26 +119,31 @@ def flashinfer_builder(torch, kind, d):
     return build
 
 
-def parse_variant(spec: str) -> tuple[str, dict]:
-    """``NAME=JSON`` (a JSON object of make_* keywords) -> (NAME, keywords)."""
+def parse_variant(spec: str) -> tuple[str, dict, bool]:
+    """``NAME=JSON`` (a JSON object of make_* keywords) -> (NAME, keywords, False);
+    ``NAME=+JSON`` -> (NAME, keywords, True): keywords laid over each shape's host schedule."""
     name, sep, text = spec.partition("=")
+    on_host = text.startswith("+")
     try:
-        sched = json.loads(text) if sep and name else None
+        sched = json.loads(text.removeprefix("+")) if sep and name else None
     except json.JSONDecodeError:
         sched = None
     if not isinstance(sched, dict):
         raise ValueError(
             f"--variant {spec!r}: expected NAME=JSON with a JSON object of make_* keywords, "
-            'e.g. r2=\'{"vecs_per_thread": 4, "rows_per_cta": 2}\''
+            'e.g. r2=\'{"vecs_per_thread": 4, "rows_per_cta": 2}\' or, over the host\'s '
+            'schedule, lean=\'+{"lean": true}\''
         )
-    return name, sched
+    return name, sched, on_host
 
 
 def variants_of(norm, kind, hidden, k0, full, host, probes=()):
     """(name, make_* keywords) of every schedule worth timing for one shape; with
-    ``probes`` ((name, keywords), ...), the host's schedule and those only."""
+    ``probes`` ((name, keywords, on_host), ...), the host's schedule and those only."""
     if probes:
-        return [("host", host), *probes]
+        return [("host", host)] + [
+            (name, {**host, **sched} if on_host else sched) for name, sched, on_host in probes
+        ]
     ks = [k for k in valid_ks(norm, hidden) if full or k == k0]
     out = [(f"row_k{k}", {"vecs_per_thread": k}) for k in ks]
     if kind in ("rmsnorm", "layernorm"):  # R rows per CTA
@@ -275,7 +281,7 @@ def main(argv=None) -> int:
         probes = [parse_variant(v) for v in args.variant]
     except ValueError as e:
         ap.error(str(e))
-    names = [name for name, _ in probes]
+    names = [name for name, _, _ in probes]
     if "host" in names or len(set(names)) != len(names):
         ap.error("--variant names must be unique and not 'host'")
 

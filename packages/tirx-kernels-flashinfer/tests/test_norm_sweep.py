@@ -26,10 +26,14 @@ def test_a_variant_is_a_name_and_make_keywords(sweep):
     assert sweep.parse_variant('r2={"vecs_per_thread": 4, "rows_per_cta": 2, "lean": true}') == (
         "r2",
         {"vecs_per_thread": 4, "rows_per_cta": 2, "lean": True},
+        False,
     )
+    assert sweep.parse_variant('lean=+{"lean": true}') == ("lean", {"lean": True}, True)
 
 
-@pytest.mark.parametrize("spec", ["r2", '={"lean": true}', "r2={lean}", "r2=[1]", 'r2={"a": 1'])
+@pytest.mark.parametrize(
+    "spec", ["r2", '={"lean": true}', "r2={lean}", "r2=[1]", 'r2={"a": 1', "r2=+", "r2=++{}"]
+)
 def test_a_malformed_variant_names_the_expected_form(sweep, spec):
     with pytest.raises(ValueError, match="expected NAME=JSON with a JSON object"):
         sweep.parse_variant(spec)
@@ -39,10 +43,12 @@ def test_probes_replace_the_built_in_variants(sweep):
     host = _norm.schedule("layernorm", 2048, 16384)
     built_in = sweep.variants_of(_norm, "layernorm", 2048, 1, False, host)
     assert len(built_in) > 3 and ("host", host) not in built_in
-    probe = ("r8", {"vecs_per_thread": 1, "rows_per_cta": 8})
-    assert sweep.variants_of(_norm, "layernorm", 2048, 1, False, host, [probe]) == [
+    r8 = {"vecs_per_thread": 1, "rows_per_cta": 8}
+    probes = [("r8", r8, False), ("lean", {"lean": True}, True)]
+    assert sweep.variants_of(_norm, "layernorm", 2048, 1, False, host, probes) == [
         ("host", host),
-        probe,
+        ("r8", r8),
+        ("lean", {**host, "lean": True}),
     ]
 
 
