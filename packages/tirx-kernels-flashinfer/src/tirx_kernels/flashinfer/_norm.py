@@ -296,6 +296,17 @@ def plan(
 #   tokens 177.15 vs 179.25 (four rounds in two calls: 0.7-1.8% faster), but h8192 lost
 #   (16384 tokens: 134.32 vs 133.12, at 4 CTAs/SM 133.86), so no hidden range is backed by
 #   a measurement beyond the one size, which is no bench shape: not scheduled.
+# - LayerNorm ablations of 2026-12-04 (two rounds; timing only, wrong outputs): without the
+#   gamma/beta loads (constants instead) h2048 34.75 vs 35.79, 4113 x 11008 45.65 vs 50.24,
+#   h4096 66.46 vs 67.92, h16384 261.77 vs 263.66; with the variance reduced per warp only (no
+#   second barrier) h2048 35.18, 4113 x 11008 49.90. So gamma/beta (fp32, 4x RMSNorm's weight
+#   bytes) are the main cost, the barriers a minor one; even with no gamma/beta h2048 stays
+#   under 3.87 TB/s (34.75 us, 3.86; torch.neg 33.57). Hiding their latency did not help:
+#   the first vector's gamma/beta loaded before the variance or the mean barrier (h2048
+#   36.21 / 36.23 vs 36.18; 4113 x 11008 52.75 / 57.96 vs 50.37, spilling at the 40-register
+#   cap), or at 3 CTAs/SM with the next vector's loaded ahead (52.65; plain 3 CTAs/SM 52.51).
+#   The cross-warp sum read straight from shared memory, in the butterfly's order (same
+#   bits): h2048 35.49 vs 35.79 one run, 36.29 vs 36.18 the next; 4113 x 11008 51.52 vs 50.24.
 MANY_ROWS = 8192
 KEEP_GAMMA_BETA_OFF = (8192, 16384)  # LayerNorm hidden sizes where evict_last was slower
 LEAN_MIN_HIDDEN = 8192  # LayerNorm's one-row kernels from here on: lean rows, more CTAs/SM
