@@ -307,6 +307,9 @@ def plan(
 #   cap), or at 3 CTAs/SM with the next vector's loaded ahead (52.65; plain 3 CTAs/SM 52.51).
 #   The cross-warp sum read straight from shared memory, in the butterfly's order (same
 #   bits): h2048 35.49 vs 35.79 one run, 36.29 vs 36.18 the next; 4113 x 11008 51.52 vs 50.24.
+#   Cache policies beside evict_last gamma/beta: rows loaded with L1::no_allocate or
+#   L1::evict_first, gamma/beta through ld.global.nc (h2048 35.98-36.25 vs 35.93; 4113 x 11008
+#   50.06-50.58 vs 50.23; 16384 x 11008 180.01-182.97 vs 179.17): ties or losses.
 MANY_ROWS = 8192
 KEEP_GAMMA_BETA_OFF = (8192, 16384)  # LayerNorm hidden sizes where evict_last was slower
 LEAN_MIN_HIDDEN = 8192  # LayerNorm's one-row kernels from here on: lean rows, more CTAs/SM
