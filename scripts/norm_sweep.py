@@ -21,11 +21,10 @@ ceiling at that size (a plain ``copy_`` is a memcpy, which proton does not time)
 marks the host's schedule. ``--variant NAME=JSON`` (repeatable; JSON: make_* keywords, e.g.
 ``r2_lean='{"vecs_per_thread": 4, "rows_per_cta": 2, "lean": true}'``, or ``+JSON``: laid
 over each shape's host schedule) times only the host's schedule and those variants: a probe
-of new schedules. ``--rounds N`` times N rounds
-and reports their mean. Before timing, every variant's output is compared with
-``torch.equal`` to the one-row kernel's at plan()'s k: a different k sums in a different
-order, so only same-k variants must match bit for bit (``must_match``; a miss there is
-reported as MISMATCH).
+of new schedules. ``--rounds N`` times N rounds and reports their mean. Before timing,
+every variant's output is compared with ``torch.equal`` to the one-row kernel's at plan()'s
+k: a different k sums in a different order, so only same-k variants must match bit for bit
+(``must_match``; a miss there is reported as MISMATCH).
 TB/s counts activations only: rmsnorm and layernorm 2*M*H*2 bytes, fused_add_rmsnorm
 4*M*H*2 (weights excluded).
 
