@@ -296,7 +296,7 @@ def plan(
 #   tokens 177.15 vs 179.25 (four rounds in two calls: 0.7-1.8% faster), but h8192 lost
 #   (16384 tokens: 134.32 vs 133.12, at 4 CTAs/SM 133.86), so no hidden range is backed by
 #   a measurement beyond the one size, which is no bench shape: not scheduled.
-# - LayerNorm ablations of 2026-12-04 (two rounds; timing only, wrong outputs): without the
+# - LayerNorm ablations of 2026-12-03/04 (two rounds; timing only, wrong outputs): without the
 #   gamma/beta loads (constants instead) h2048 34.75 vs 35.79, 4113 x 11008 45.65 vs 50.24,
 #   h4096 66.46 vs 67.92, h16384 261.77 vs 263.66; with the variance reduced per warp only (no
 #   second barrier) h2048 35.18, 4113 x 11008 49.90. So gamma/beta (fp32, 4x RMSNorm's weight
