@@ -310,6 +310,15 @@ def plan(
 #   Cache policies beside evict_last gamma/beta: rows loaded with L1::no_allocate or
 #   L1::evict_first, gamma/beta through ld.global.nc (h2048 35.98-36.25 vs 35.93; 4113 x 11008
 #   50.06-50.58 vs 50.23; 16384 x 11008 180.01-182.97 vs 179.17): ties or losses.
+# - LayerNorm walking rows (persistent: ``SMs x c`` CTAs, each loading gamma/beta once and
+#   keeping the next d rows' loads in flight in register buffers; bit-identical at the same
+#   k; 2026-12-04, two rounds, each run's host in brackets): gamma/beta in registers, one
+#   CTA per SM, d = 1-3: 4113 x 11008 52.88-54.58 (50.11), 16384 x 11008 197.58-202.12
+#   (179.17), h8192 183.32 (133.29), h2048 45.01 (35.94); gamma/beta in shared memory (each
+#   thread re-reads its own columns: 88 KB at h11008), lean rows, 2-3 CTAs per SM: best
+#   4113 x 11008 51.10 (50.50), 16384 x 11008 187.13 (180.43), h8192 145.25 (134.25), h4096
+#   76.51 (68.36), h2048 38.19 (36.23). Fewer, longer-lived CTAs lose more in the barriers
+#   than one gamma/beta load per CTA saves.
 MANY_ROWS = 8192
 KEEP_GAMMA_BETA_OFF = (8192, 16384)  # LayerNorm hidden sizes where evict_last was slower
 LEAN_MIN_HIDDEN = 8192  # LayerNorm's one-row kernels from here on: lean rows, more CTAs/SM
