@@ -319,6 +319,12 @@ def plan(
 #   4113 x 11008 51.10 (50.50), 16384 x 11008 187.13 (180.43), h8192 145.25 (134.25), h4096
 #   76.51 (68.36), h2048 38.19 (36.23). Fewer, longer-lived CTAs lose more in the barriers
 #   than one gamma/beta load per CTA saves.
+# - LayerNorm at 4113 x 11008, where gamma/beta cost the most (2026-12-04, three rounds vs
+#   host 50.07): with gamma/beta read from only their first 2048 columns (a 16 KB footprint;
+#   timing only, wrong outputs) 47.98, so their 88 KB footprint in L1 is about half the cost;
+#   each wave of CTAs (bid // 132) walking its vectors from a different one, so co-resident
+#   CTAs miss on different gamma/beta lines, 49.71 (16384 x 11008 179.56 vs 179.05; 4113 x
+#   16384 76.19 vs 71.14, spilling).
 MANY_ROWS = 8192
 KEEP_GAMMA_BETA_OFF = (8192, 16384)  # LayerNorm hidden sizes where evict_last was slower
 LEAN_MIN_HIDDEN = 8192  # LayerNorm's one-row kernels from here on: lean rows, more CTAs/SM
