@@ -325,6 +325,14 @@ def plan(
 #   each wave of CTAs (bid // 132) walking its vectors from a different one, so co-resident
 #   CTAs miss on different gamma/beta lines, 49.71 (16384 x 11008 179.56 vs 179.05; 4113 x
 #   16384 76.19 vs 71.14, spilling).
+# - LayerNorm at hidden 11008 with k = 2 (704 threads; three rounds, 4113 / 16384 tokens vs
+#   host 50.06 / 179.10): two rows per CTA, lean, 2 CTAs/SM 53.30 / 192.89 (unlean, one CTA
+#   66.59 / 251.50), one row 63.66 / 236.59; k = 4 at two rows, lean, 2 CTAs/SM 49.94 /
+#   176.37 (as on 2026-12-03: a tie at 4113 tokens, not scheduled).
+# - RMSNorm with the weight loaded at its use (as fused add's ``late_weight``; 2026-12-04,
+#   three rounds, vs host): h2048 warp rows 35.16 vs 34.75 (at 20 CTAs/SM 36.11; two rows per
+#   warp 35.46, without late weight 35.67); h4096 66.52 vs 66.90, 4113 x 11008 46.17 vs
+#   46.33: within noise, not adopted.
 MANY_ROWS = 8192
 KEEP_GAMMA_BETA_OFF = (8192, 16384)  # LayerNorm hidden sizes where evict_last was slower
 LEAN_MIN_HIDDEN = 8192  # LayerNorm's one-row kernels from here on: lean rows, more CTAs/SM
