@@ -322,9 +322,9 @@ def plan(
 # - LayerNorm at 4113 x 11008, where gamma/beta cost the most (2026-12-04, three rounds vs
 #   host 50.07): with gamma/beta read from only their first 2048 columns (a 16 KB footprint;
 #   timing only, wrong outputs) 47.98, so their 88 KB footprint in L1 is about half the cost;
-#   each wave of CTAs (bid // 132) walking its vectors from a different one, so co-resident
-#   CTAs miss on different gamma/beta lines, 49.71 (16384 x 11008 179.56 vs 179.05; 4113 x
-#   16384 76.19 vs 71.14, spilling).
+#   each wave of CTAs (bid // 132) starting its epilogue at a different one of its 4
+#   vectors, so co-resident CTAs miss on different gamma/beta lines, 49.71 (16384 x 11008
+#   179.56 vs 179.05; 4113 x 16384 76.19 vs 71.14, spilling).
 # - LayerNorm at hidden 11008 with k = 2 (704 threads; three rounds, 4113 / 16384 tokens vs
 #   host 50.06 / 179.10): two rows per CTA, lean, 2 CTAs/SM 53.30 / 192.89 (unlean, one CTA
 #   66.59 / 251.50), one row 63.66 / 236.59; k = 4 at two rows, lean, 2 CTAs/SM 49.94 /
