@@ -240,7 +240,11 @@ WALK_MAX_HEAD_STEPS = 4  # a walk thread holds this many heads' vectors at most 
 # bf16 d128 32+8 heads t16384 320 threads x 3 84.73 vs 88.59, interleaved 84.92 vs 88.68;
 # fp16 d64 t16383 160 x 6 43.09 vs 43.73; bf16 d256 16+8 t8192 384 x 2 51.63 vs 52.86;
 # t512 d128 4.59 vs 4.74. 1536 threads per SM: d128 120.44 at 160 x 9, d64 43.88. Grids
-# that split the tokens evenly over fewer CTAs: within 0.5%).
+# that split the tokens evenly over fewer CTAs: within 0.5%). Tried and dropped (2026-12-04,
+# proton, three rounds, vs this schedule): a walk holding two tokens in registers, loading the
+# next token's heads and position while this one rotates: d256 16+8 t8192 55.78 vs 51.68
+# (neg 51.17), d128 t16384 94.74 vs 85.03, fp16 d64 55.55 vs 42.87 (nvcc split one of its
+# 16-byte stores into 32-bit ones); one more CTA per SM: d256 51.48, d128 86.37 vs 85.03.
 WALK_MAX_THREADS = 512
 WALK_THREADS_PER_SM = 1024
 
