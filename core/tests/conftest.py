@@ -81,7 +81,16 @@ def kernel_source(name, category, configs='[{"label": "a", "mode": "pass"}]', cc
         KERNEL_META = {{"name": {name!r}, "category": {category!r},
                        "compute_capability": {cc}, "archs": {archs}}}
         CONFIGS = {configs}
-        ''') + textwrap.dedent(body)
+        ''') + textwrap.dedent(body) + PROTOCOL_MEMBERS
+
+
+# The rest of the kernel-module protocol, for fake modules whose body does not define it.
+PROTOCOL_MEMBERS = '''
+if "PUBLIC_OPS" not in globals():
+    PUBLIC_OPS = ()
+for _name in ("get_kernel", "prepare_data", "run_test"):
+    globals().setdefault(_name, lambda **config: None)
+'''
 
 
 class FakeSite:

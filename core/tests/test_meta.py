@@ -135,3 +135,19 @@ def test_configs_shared_through_a_sibling_module_are_read_without_importing(tmp_
                               "CONFIGS = DYNAMIC\n")
     with pytest.raises(MetaError, match="DYNAMIC of _shared.py"):
         read_module_info(pkg / "k.py")
+
+
+def test_config_dtypes_are_torch_names():
+    good = [{"label": "bf16_a", "dtype": "bfloat16", "out_dtype": "float8_e4m3fn"}]
+    validate_configs(good, where="m")
+    with pytest.raises(MetaError, match=r"m: CONFIGS 'a': dtype='bf16' is not a torch dtype name"):
+        validate_configs([{"label": "a", "dtype": "bf16"}], where="m")
+    with pytest.raises(MetaError, match=r"out_dtype='fp8'"):
+        validate_configs([{"label": "a", "out_dtype": "fp8"}], where="m")
+
+
+def test_meta_dtypes_are_torch_names():
+    meta = {"name": "k", "category": "c", "compute_capability": 9, "archs": ["sm_90a"],
+            "dtypes": ["bfloat16", "fp16"]}
+    with pytest.raises(MetaError, match=r"dtypes'\] has \['fp16'\]"):
+        validate_meta(meta, where="m")

@@ -18,6 +18,11 @@ from pathlib import Path
 
 REQUIRED_META = {"name": str, "category": str, "compute_capability": int, "archs": list}
 OPTIONAL_META = {"description": str, "dtypes": list, "num_gpus": int}  # num_gpus: ranks, default 1
+# config dtype values are torch's names, in every family (labels may abbreviate)
+DTYPE_NAMES = frozenset({
+    "bfloat16", "float16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
+    "float8_e8m0fnu", "float4_e2m1fn_x2", "int8", "uint8", "int32", "int64",
+})
 _ARCH = re.compile(r"^sm_(\d+)(\d)a?$")
 _SAFE_BUILTINS = {
     "dict": dict, "list": list, "tuple": tuple, "range": range, "len": len, "zip": zip,
@@ -153,6 +158,12 @@ def validate_meta(meta: dict, *, where: str, category: str | None = None) -> Non
     for key, typ in OPTIONAL_META.items():
         if key in meta and not isinstance(meta[key], typ):
             raise MetaError(f"{where}: KERNEL_META[{key!r}] must be {typ.__name__}")
+    bad = [d for d in meta.get("dtypes", []) if d not in DTYPE_NAMES]
+    if bad:
+        raise MetaError(
+            f"{where}: KERNEL_META['dtypes'] has {bad}, not torch dtype names; use "
+            f"{', '.join(sorted(DTYPE_NAMES))}"
+        )
     num_gpus = meta.get("num_gpus", 1)
     if not isinstance(num_gpus, int) or isinstance(num_gpus, bool) or num_gpus < 1:
         raise MetaError(
@@ -204,7 +215,18 @@ def validate_configs(configs, *, where: str, name: str = "CONFIGS") -> list[str]
         if label in labels:
             raise MetaError(f"{where}: {name} label {label!r} is used twice; labels are unique")
         labels.append(label)
+        _check_dtypes(cfg, where=f"{where}: {name} {label!r}")
     return labels
+
+
+def _check_dtypes(config: dict, *, where: str) -> None:
+    """``dtype`` and ``*_dtype`` values must be torch dtype names (``bfloat16``, not ``bf16``)."""
+    for key, value in config.items():
+        if (key == "dtype" or key.endswith("_dtype")) and value not in DTYPE_NAMES:
+            raise MetaError(
+                f"{where}: {key}={value!r} is not a torch dtype name; use one of "
+                f"{', '.join(sorted(DTYPE_NAMES))} (labels may stay short)"
+            )
 
 
 def strip_label(config: dict) -> dict:

@@ -10,7 +10,6 @@ entry point is imported and validated inside its own guard, so a broken family i
 
 from __future__ import annotations
 
-import inspect
 import os
 import traceback
 from collections.abc import Iterable
@@ -130,14 +129,14 @@ def _declared_family(plugin: ModuleType, ep_name: str) -> Family:
     return family
 
 
-def call_for(plugin: ModuleType, hook: str, **kwargs):
+def call_for(*, pm: pluggy.PluginManager, plugin: ModuleType, hook: str, **kwargs):
     """Call one plugin's implementation of a contribution hook (None if it has none).
 
-    Contributions are attributed to their family, so they are called per plugin rather
-    than through the fan-out hook caller.
+    Contributions are attributed to their family: pluggy's ``get_hookimpls()`` finds the
+    implementation the plugin registered, whose ``argnames`` (checked against the hookspec
+    at registration) select the arguments it accepts.
     """
-    impl = getattr(plugin, hook, None)
-    if impl is None:
-        return None
-    params = inspect.signature(impl).parameters
-    return impl(**{k: v for k, v in kwargs.items() if k in params})
+    for impl in getattr(pm.hook, hook).get_hookimpls():
+        if impl.plugin is plugin:
+            return impl.function(**{name: kwargs[name] for name in impl.argnames})
+    return None

@@ -22,6 +22,7 @@ from .plugins import (
     load_families,
     strict_from_env,
 )
+from .protocol import validate_module
 
 
 class RegistryError(RuntimeError):
@@ -83,7 +84,11 @@ class Kernel:
         )
 
     def load(self) -> ModuleType:
-        """Import the module and check its runtime KERNEL_META matches the literal one."""
+        """Import the module and validate it against the kernel-module protocol.
+
+        Raises MetaError when the runtime KERNEL_META differs from the literal one and
+        ProtocolError when a member is missing or does not accept its configs.
+        """
         module = importlib.import_module(self.module)
         runtime = getattr(module, "KERNEL_META", None)
         if runtime != self.meta:
@@ -91,6 +96,7 @@ class Kernel:
                 f"{self.module}: KERNEL_META changed at import time "
                 f"(literal {self.meta!r}, runtime {runtime!r}); keep it a constant"
             )
+        validate_module(module, self.configs, self.bench_configs)
         return module
 
     def to_json(self) -> dict:
@@ -119,7 +125,7 @@ class Registry:
         registry = cls(pm, [], broken)
         for fam in families:
             try:
-                kernels = _family_kernels(fam)
+                kernels = _family_kernels(pm, fam)
             except Exception as e:  # isolation: e.g. a SyntaxError in one kernel file
                 if strict_from_env() if strict is None else strict:
                     raise PluginError(
@@ -181,15 +187,15 @@ class Registry:
         files: list[tuple[str, Path]] = []
         for fam in self.families:
             found: list = []
-            call_for(fam.plugin, "tirx_kernels_suite_configs", family=fam.family,
-                     register=found.append)
+            call_for(pm=self.pm, plugin=fam.plugin, hook="tirx_kernels_suite_configs",
+                     family=fam.family, register=found.append)
             files.extend((fam.family.name, Path(p)) for p in found)
         return files
 
 
-def _family_kernels(fam: LoadedFamily) -> list[Kernel]:
+def _family_kernels(pm: pluggy.PluginManager, fam: LoadedFamily) -> list[Kernel]:
     paths: list[str] = []
-    call_for(fam.plugin, "tirx_kernels_register_kernels", family=fam.family,
+    call_for(pm=pm, plugin=fam.plugin, hook="tirx_kernels_register_kernels", family=fam.family,
              register=paths.append)
     kernels = []
     for module in paths:

@@ -40,28 +40,30 @@ KERNEL_META = {
     "compute_capability": 9,
     "archs": ["sm_90a"],
     "description": "C = all_gather(A_local) @ B^T over NCCL on 2 GPUs, then the TIRx GEMM",
-    "dtypes": ["bf16", "fp16"],
+    "dtypes": ["bfloat16", "float16"],
     "num_gpus": 2,
 }
 
+PUBLIC_OPS: tuple[str, ...] = ()  # declared by the op layer (contract v2)
+
 CONFIGS = [
-    {"label": "bf16_w2_ml1024_n4096_k4096", "dtype": "bf16", "world": 2, "m_local": 1024,
+    {"label": "bf16_w2_ml1024_n4096_k4096", "dtype": "bfloat16", "world": 2, "m_local": 1024,
      "N": 4096, "K": 4096},
-    {"label": "fp16_w2_ml1024_n4096_k4096", "dtype": "fp16", "world": 2, "m_local": 1024,
+    {"label": "fp16_w2_ml1024_n4096_k4096", "dtype": "float16", "world": 2, "m_local": 1024,
      "N": 4096, "K": 4096},
-    {"label": "bf16_w2_ml333_n520_k264", "dtype": "bf16", "world": 2, "m_local": 333,
+    {"label": "bf16_w2_ml333_n520_k264", "dtype": "bfloat16", "world": 2, "m_local": 333,
      "N": 520, "K": 264},
 ]
 
 BENCH_CONFIGS = [
-    {"label": f"bf16_w2_ml{m}_n{s}_k{s}", "dtype": "bf16", "world": 2, "m_local": m,
+    {"label": f"bf16_w2_ml{m}_n{s}_k{s}", "dtype": "bfloat16", "world": 2, "m_local": m,
      "N": s, "K": s}
     for m in [1024, 4096]
     for s in [4096, 8192]
 ]
 
 
-def get_kernel(m_local, N, K, dtype="bf16", world=2, **_):
+def get_kernel(m_local, N, K, dtype="bfloat16", world=2, **_):
     """The GEMM PrimFunc over the gathered rows (what CPU CI compiles)."""
     return gemm.make_gemm(world * m_local, N, K, dtype)
 
@@ -90,7 +92,7 @@ def _a_local(rank, m_local, K, tdtype, seed):
     return torch.randn(m_local, K, device="cuda", generator=gen).to(tdtype)
 
 
-def prepare_data(m_local, N, K, dtype="bf16", world=2, rank=0, seed=0):
+def prepare_data(m_local, N, K, dtype="bfloat16", world=2, rank=0, seed=0):
     """Rank-local tensors: (A_local, B, gather buffer A, C pre-filled with NaN)."""
     tdtype = gemm._DTYPES[dtype][1]
     a_local = _a_local(rank, m_local, K, tdtype, seed)
@@ -118,7 +120,7 @@ def reference(a_local, b, world):
     return a, a.float() @ b.float().t()
 
 
-def run_test(m_local, N, K, dtype="bf16", world=2):
+def run_test(m_local, N, K, dtype="bfloat16", world=2):
     rank = _check_group(world)
     M = world * m_local
     ex = _compiled(M, N, K, dtype)
@@ -146,7 +148,7 @@ def run_test(m_local, N, K, dtype="bf16", world=2):
     return {"rank": rank, "max_abs_err": worst, "tol": tol}
 
 
-def run_bench(m_local, N, K, dtype="bf16", world=2, *, warmup=None, repeat=None, timer=None,
+def run_bench(m_local, N, K, dtype="bfloat16", world=2, *, warmup=None, repeat=None, timer=None,
               rounds=1, cooldown_s=1.0):
     from tirx_kernels.core import distributed
 

@@ -52,36 +52,38 @@ KERNEL_META = {
     "compute_capability": 9,
     "archs": ["sm_90a"],
     "description": "C = A @ B^T (NT), bf16/fp16 in and out, fp32 accumulation; TMA + wgmma",
-    "dtypes": ["bf16", "fp16"],
+    "dtypes": ["bfloat16", "float16"],
 }
 
+PUBLIC_OPS: tuple[str, ...] = ()  # declared by the op layer (contract v2)
+
 CONFIGS = [
-    {"label": "bf16_m256_n256_k256", "dtype": "bf16", "M": 256, "N": 256, "K": 256},
-    {"label": "bf16_m1024_n1024_k1024", "dtype": "bf16", "M": 1024, "N": 1024, "K": 1024},
-    {"label": "fp16_m2048_n2048_k2048", "dtype": "fp16", "M": 2048, "N": 2048, "K": 2048},
-    {"label": "bf16_m4096_n4096_k4096", "dtype": "bf16", "M": 4096, "N": 4096, "K": 4096},
-    {"label": "bf16_m8192_n8192_k8192", "dtype": "bf16", "M": 8192, "N": 8192, "K": 8192},
-    {"label": "bf16_m1000_n1000_k1000", "dtype": "bf16", "M": 1000, "N": 1000, "K": 1000},
-    {"label": "fp16_m1000_n1000_k1000", "dtype": "fp16", "M": 1000, "N": 1000, "K": 1000},
-    {"label": "bf16_m333_n520_k264", "dtype": "bf16", "M": 333, "N": 520, "K": 264},
-    {"label": "bf16_m1_n4096_k4096", "dtype": "bf16", "M": 1, "N": 4096, "K": 4096},
-    {"label": "bf16_m16_n8192_k4096", "dtype": "bf16", "M": 16, "N": 8192, "K": 4096},
-    {"label": "fp16_m64_n4096_k8192", "dtype": "fp16", "M": 64, "N": 4096, "K": 8192},
-    {"label": "bf16_m128_n8192_k8192", "dtype": "bf16", "M": 128, "N": 8192, "K": 8192},
+    {"label": "bf16_m256_n256_k256", "dtype": "bfloat16", "M": 256, "N": 256, "K": 256},
+    {"label": "bf16_m1024_n1024_k1024", "dtype": "bfloat16", "M": 1024, "N": 1024, "K": 1024},
+    {"label": "fp16_m2048_n2048_k2048", "dtype": "float16", "M": 2048, "N": 2048, "K": 2048},
+    {"label": "bf16_m4096_n4096_k4096", "dtype": "bfloat16", "M": 4096, "N": 4096, "K": 4096},
+    {"label": "bf16_m8192_n8192_k8192", "dtype": "bfloat16", "M": 8192, "N": 8192, "K": 8192},
+    {"label": "bf16_m1000_n1000_k1000", "dtype": "bfloat16", "M": 1000, "N": 1000, "K": 1000},
+    {"label": "fp16_m1000_n1000_k1000", "dtype": "float16", "M": 1000, "N": 1000, "K": 1000},
+    {"label": "bf16_m333_n520_k264", "dtype": "bfloat16", "M": 333, "N": 520, "K": 264},
+    {"label": "bf16_m1_n4096_k4096", "dtype": "bfloat16", "M": 1, "N": 4096, "K": 4096},
+    {"label": "bf16_m16_n8192_k4096", "dtype": "bfloat16", "M": 16, "N": 8192, "K": 4096},
+    {"label": "fp16_m64_n4096_k8192", "dtype": "float16", "M": 64, "N": 4096, "K": 8192},
+    {"label": "bf16_m128_n8192_k8192", "dtype": "bfloat16", "M": 128, "N": 8192, "K": 8192},
 ]
 
 BENCH_CONFIGS = [
-    {"label": f"{dt}_m{s}_n{s}_k{s}", "dtype": dt, "M": s, "N": s, "K": s}
-    for dt in ["bf16", "fp16"]
+    {"label": f"{abbr}_m{s}_n{s}_k{s}", "dtype": dt, "M": s, "N": s, "K": s}
+    for abbr, dt in [("bf16", "bfloat16"), ("fp16", "float16")]
     for s in [1024, 4096, 8192]
 ] + [
-    {"label": f"bf16_m{m}_n8192_k8192", "dtype": "bf16", "M": m, "N": 8192, "K": 8192}
+    {"label": f"bf16_m{m}_n8192_k8192", "dtype": "bfloat16", "M": m, "N": 8192, "K": 8192}
     for m in [1, 16, 64, 128]
 ] + [
-    {"label": "bf16_m1000_n1000_k1000", "dtype": "bf16", "M": 1000, "N": 1000, "K": 1000},
+    {"label": "bf16_m1000_n1000_k1000", "dtype": "bfloat16", "M": 1000, "N": 1000, "K": 1000},
 ]
 
-_DTYPES = {"bf16": ("bfloat16", torch.bfloat16), "fp16": ("float16", torch.float16)}
+_DTYPES = {"bfloat16": ("bfloat16", torch.bfloat16), "float16": ("float16", torch.float16)}
 _BM, _BK = 128, 64  # two consumer warpgroups x 64 rows; one 128-byte swizzle atom of K
 _SMEM_BUDGET = 227 * 1024 - 2048  # opt-in dynamic smem minus barriers and slack
 _PRODUCER_REGS, _CONSUMER_REGS = 40, 232  # 128*40 + 256*232 <= 64K registers per SM
@@ -119,7 +121,7 @@ def _pick_bn(M, N, num_sms):
 
 
 @functools.cache
-def make_gemm(M, N, K, dtype="bf16", bn=None, stages=None, group_m=8, num_sms=None,
+def make_gemm(M, N, K, dtype="bfloat16", bn=None, stages=None, group_m=8, num_sms=None,
               inflight=1, cluster_m=1, epilogue="tma"):
     """The PrimFunc for one static shape; ``bn``/``stages``/``num_sms`` default from the device.
 
@@ -304,7 +306,7 @@ def _release(ring, stage, lane, rank, cluster_m):
             ring.consumer_release_remote(stage, rank ^ 1)
 
 
-def get_kernel(M, N, K, dtype="bf16", **_):
+def get_kernel(M, N, K, dtype="bfloat16", **_):
     return make_gemm(M, N, K, dtype)
 
 
@@ -313,7 +315,7 @@ def _compiled(M, N, K, dtype, **variant):
     return toolchain.compile(make_gemm(M, N, K, dtype, **variant))
 
 
-def prepare_data(M, N, K, dtype="bf16", seed=0, **_):
+def prepare_data(M, N, K, dtype="bfloat16", seed=0, **_):
     """A, B ~ N(0, 1) in the dtype; C pre-filled with NaN so unwritten outputs show."""
     tdtype = _DTYPES[dtype][1]
     gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -335,11 +337,11 @@ def tolerance(K, dtype):
     2^-8 relative for bf16, 2^-11 for fp16); fp32 accumulation error is ~K * 2^-24 * |C|,
     negligible. So: 8 * sqrt(K) * (2^-8 or 2^-11) + 1e-3.
     """
-    ulp = 2.0**-8 if dtype == "bf16" else 2.0**-11
+    ulp = 2.0**-8 if dtype == "bfloat16" else 2.0**-11
     return 8.0 * K**0.5 * ulp + 1e-3
 
 
-def run_test(M, N, K, dtype="bf16", **variant):
+def run_test(M, N, K, dtype="bfloat16", **variant):
     import unittest
 
     if toolchain.gpu_arch() not in KERNEL_META["archs"]:
@@ -363,7 +365,7 @@ def run_test(M, N, K, dtype="bf16", **variant):
     return {"max_abs_err": worst, "tol": tol}
 
 
-def run_bench(M, N, K, dtype="bf16", *, warmup=None, repeat=None, timer=None, rounds=1,
+def run_bench(M, N, K, dtype="bfloat16", *, warmup=None, repeat=None, timer=None, rounds=1,
               cooldown_s=1.0, **variant):
     ex = _compiled(M, N, K, dtype, **variant)
     a, b, c = prepare_data(M, N, K, dtype)

@@ -39,41 +39,43 @@ KERNEL_META = {
     "compute_capability": 9,
     "archs": ["sm_90a"],
     "description": "RMSNorm over the last dim, bf16/fp16 in/out, fp32 accumulation",
-    "dtypes": ["bf16", "fp16"],
+    "dtypes": ["bfloat16", "float16"],
 }
 
+PUBLIC_OPS: tuple[str, ...] = ()  # declared by the op layer (contract v2)
+
 CONFIGS = [
-    {"label": "bf16_t4113_h128", "dtype": "bf16", "batch": 4113, "hidden": 128},
-    {"label": "bf16_t4113_h1000", "dtype": "bf16", "batch": 4113, "hidden": 1000},
-    {"label": "bf16_t7_h2048", "dtype": "bf16", "batch": 7, "hidden": 2048},
-    {"label": "bf16_t1_h4096", "dtype": "bf16", "batch": 1, "hidden": 4096},
-    {"label": "bf16_t4113_h4096", "dtype": "bf16", "batch": 4113, "hidden": 4096},
-    {"label": "bf16_t4113_h5120", "dtype": "bf16", "batch": 4113, "hidden": 5120},
-    {"label": "bf16_t4096_h8192", "dtype": "bf16", "batch": 4096, "hidden": 8192},
-    {"label": "bf16_t1_h16384", "dtype": "bf16", "batch": 1, "hidden": 16384},
-    {"label": "fp16_t4113_h128", "dtype": "fp16", "batch": 4113, "hidden": 128},
-    {"label": "fp16_t1_h4096", "dtype": "fp16", "batch": 1, "hidden": 4096},
-    {"label": "fp16_t4096_h5120", "dtype": "fp16", "batch": 4096, "hidden": 5120},
-    {"label": "fp16_t4113_h8192", "dtype": "fp16", "batch": 4113, "hidden": 8192},
-    {"label": "fp16_t4113_h16384", "dtype": "fp16", "batch": 4113, "hidden": 16384},
+    {"label": "bf16_t4113_h128", "dtype": "bfloat16", "batch": 4113, "hidden": 128},
+    {"label": "bf16_t4113_h1000", "dtype": "bfloat16", "batch": 4113, "hidden": 1000},
+    {"label": "bf16_t7_h2048", "dtype": "bfloat16", "batch": 7, "hidden": 2048},
+    {"label": "bf16_t1_h4096", "dtype": "bfloat16", "batch": 1, "hidden": 4096},
+    {"label": "bf16_t4113_h4096", "dtype": "bfloat16", "batch": 4113, "hidden": 4096},
+    {"label": "bf16_t4113_h5120", "dtype": "bfloat16", "batch": 4113, "hidden": 5120},
+    {"label": "bf16_t4096_h8192", "dtype": "bfloat16", "batch": 4096, "hidden": 8192},
+    {"label": "bf16_t1_h16384", "dtype": "bfloat16", "batch": 1, "hidden": 16384},
+    {"label": "fp16_t4113_h128", "dtype": "float16", "batch": 4113, "hidden": 128},
+    {"label": "fp16_t1_h4096", "dtype": "float16", "batch": 1, "hidden": 4096},
+    {"label": "fp16_t4096_h5120", "dtype": "float16", "batch": 4096, "hidden": 5120},
+    {"label": "fp16_t4113_h8192", "dtype": "float16", "batch": 4113, "hidden": 8192},
+    {"label": "fp16_t4113_h16384", "dtype": "float16", "batch": 4113, "hidden": 16384},
 ]
 
 _BENCH_BATCHES = [1, 16, 128, 4113, 16384]
 
 BENCH_CONFIGS = (
     [
-        {"label": f"bf16_t{b}_h{h}", "dtype": "bf16", "batch": b, "hidden": h}
+        {"label": f"bf16_t{b}_h{h}", "dtype": "bfloat16", "batch": b, "hidden": h}
         for h in [4096, 8192]
         for b in _BENCH_BATCHES
     ]
     + [
-        {"label": f"bf16_t{b}_h5120", "dtype": "bf16", "batch": b, "hidden": 5120}
+        {"label": f"bf16_t{b}_h5120", "dtype": "bfloat16", "batch": b, "hidden": 5120}
         for b in [128, 16384]
     ]
-    + [{"label": "bf16_t8192_h8192", "dtype": "bf16", "batch": 8192, "hidden": 8192}]
+    + [{"label": "bf16_t8192_h8192", "dtype": "bfloat16", "batch": 8192, "hidden": 8192}]
 )
 
-_DTYPES = {"bf16": ("bfloat16", torch.bfloat16), "fp16": ("float16", torch.float16)}
+_DTYPES = {"bfloat16": ("bfloat16", torch.bfloat16), "float16": ("float16", torch.float16)}
 _VEC = 8  # elements per 16-byte access
 _MAX_HIDDEN = 32768
 _THREADS_PER_SM = 2048
@@ -109,7 +111,7 @@ def _check_domain(hidden, dtype):
 
 
 @functools.cache
-def make_rmsnorm(hidden, dtype="bf16", eps=1e-6, schedule=None):
+def make_rmsnorm(hidden, dtype="bfloat16", eps=1e-6, schedule=None):
     """The PrimFunc for one (hidden, dtype, eps); the batch M is dynamic.
 
     ``schedule`` overrides ``_schedule(hidden)``: (threads per row, rows per CTA, min CTAs
@@ -219,7 +221,7 @@ def make_rmsnorm(hidden, dtype="bf16", eps=1e-6, schedule=None):
     return rmsnorm
 
 
-def get_kernel(hidden, dtype="bf16", eps=1e-6, **_):
+def get_kernel(hidden, dtype="bfloat16", eps=1e-6, **_):
     """The PrimFunc for ``hidden`` and ``dtype``; the batch is dynamic (ignored here)."""
     return make_rmsnorm(hidden, dtype, eps)
 
@@ -229,7 +231,7 @@ def _compiled(hidden, dtype, eps):
     return toolchain.compile(make_rmsnorm(hidden, dtype, eps))
 
 
-def prepare_data(batch, hidden, dtype="bf16", seed=0, **_):
+def prepare_data(batch, hidden, dtype="bfloat16", seed=0, **_):
     """X with a per-row scale (so a row mix-up shows), W around 1, Y pre-filled with NaN."""
     tdtype = _DTYPES[dtype][1]
     gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -250,7 +252,7 @@ def _assert_close(out, ref, what, dtype):
     # One output rounding: |err| <= 1/2 ulp <= 2^-8 (bf16) / 2^-11 (fp16) relative. fp32
     # sums in a different order can flip a tie, so allow one full ulp, plus an absolute
     # floor for fp16 subnormals.
-    rtol = 2.0**-7 if dtype == "bf16" else 2.0**-10
+    rtol = 2.0**-7 if dtype == "bfloat16" else 2.0**-10
     err = (out.float() - ref.float()).abs()
     bad = ~(err <= rtol * ref.float().abs() + 1e-6)  # NaN (an unwritten Y) is bad
     if bool(bad.any()):
@@ -261,7 +263,7 @@ def _assert_close(out, ref, what, dtype):
         )
 
 
-def run_test(batch, hidden, dtype="bf16", eps=1e-6, **_):
+def run_test(batch, hidden, dtype="bfloat16", eps=1e-6, **_):
     """One launch vs fp32 torch, and vs FlashInfer's rmsnorm when it is installed."""
     import importlib.util
     import unittest
@@ -282,7 +284,7 @@ def run_test(batch, hidden, dtype="bf16", eps=1e-6, **_):
 def run_bench(
     batch,
     hidden,
-    dtype="bf16",
+    dtype="bfloat16",
     eps=1e-6,
     *,
     warmup=None,

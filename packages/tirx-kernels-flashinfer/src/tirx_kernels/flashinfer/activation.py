@@ -60,6 +60,8 @@ KERNEL_META = {
     "dtypes": ["bfloat16", "float16"],
 }
 
+PUBLIC_OPS: tuple[str, ...] = ()  # declared by the op layer (contract v2)
+
 CONFIGS = [
     {"label": "silu_bf16_t1_d4096", "act": "silu", "dtype": "bfloat16", "tokens": 1, "d": 4096},
     {

@@ -35,6 +35,8 @@ KERNEL_META = {
 }
 
 # the matrices the four RMSNorm-family kernels share (read statically from _norm.py)
+PUBLIC_OPS: tuple[str, ...] = ()  # declared by the op layer (contract v2)
+
 CONFIGS = NORM_CONFIGS
 BENCH_CONFIGS = NORM_BENCH_CONFIGS
 

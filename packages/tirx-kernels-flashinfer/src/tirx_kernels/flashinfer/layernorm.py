@@ -60,6 +60,8 @@ BENCH_SHAPES = [
     (16384, 8192),
     (16384, 16384),
 ]
+PUBLIC_OPS: tuple[str, ...] = ()  # declared by the op layer (contract v2)
+
 CONFIGS = [
     {"label": f"bf16_t{t}_h{h}", "dtype": "bfloat16", "tokens": t, "hidden": h}
     for t, h in TEST_SHAPES

@@ -69,6 +69,8 @@ KERNEL_META = {
     "dtypes": ["bfloat16", "float16"],
 }
 
+PUBLIC_OPS: tuple[str, ...] = ()  # declared by the op layer (contract v2)
+
 CONFIGS = [
     {
         "label": "bf16_d128_hq32_hk8_t1",

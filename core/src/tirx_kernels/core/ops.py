@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Public ops: a family's user-facing functions as PyTorch custom ops.
+
+``@public_op("flashinfer_rmsnorm", mutates_args=("out",))`` over a type-annotated function
+registers ``torch.ops.tirx_kernels.flashinfer_rmsnorm`` with a fake (meta) implementation,
+so the op runs eagerly, under CUDA-graph capture and under ``torch.compile(fullgraph=True)``
+(Dynamo traces the op instead of the TIRx launcher it cannot see into). As FlashInfer does,
+an op writes into preallocated outputs and returns nothing; a thin Python wrapper allocates
+``out`` and returns it. Importing this module imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+NAMESPACE = "tirx_kernels"
+
+
+def _no_outputs(*args: Any, **kwargs: Any) -> None:
+    """The fake of an op that only mutates its arguments."""
+
+
+def public_op(
+    name: str,
+    *,
+    mutates_args: Sequence[str] = (),
+    fake: Callable[..., Any] | None = None,
+) -> Callable[[Callable[..., Any]], Any]:
+    """Declare the decorated function as ``torch.ops.tirx_kernels.<name>``.
+
+    ``mutates_args`` names every tensor argument the op writes (outputs and in-place
+    inputs); ``fake`` computes the outputs' metadata for ops that return tensors (the
+    default suits ops that return None). Returns the ``torch.library.CustomOpDef``, callable
+    like the function.
+    """
+    if not name.isidentifier():
+        raise ValueError(f"public op name {name!r} must be a Python identifier")
+
+    def declare(func: Callable[..., Any]) -> Any:
+        op = torch.library.custom_op(f"{NAMESPACE}::{name}", mutates_args=tuple(mutates_args))(
+            func
+        )
+        op.register_fake(fake if fake is not None else _no_outputs)
+        return op
+
+    return declare
+
+
+def is_registered(name: str) -> bool:
+    """Whether ``torch.ops.tirx_kernels.<name>`` exists in this process."""
+    try:
+        getattr(getattr(torch.ops, NAMESPACE), name)
+    except (AttributeError, RuntimeError):
+        return False
+    return True

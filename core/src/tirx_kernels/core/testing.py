@@ -1,0 +1,100 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Helpers every kernel module's run_test and run_bench share: data, tolerances, skips,
+the comparison that names the worst element, and the bench wiring. Imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import unittest
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from .meta import DTYPE_NAMES
+
+# an fp32 reference against a 16-bit output: a few ulps of the output dtype
+_DTYPE_TOLS = {
+    "bfloat16": {"rtol": 1.6e-2, "atol": 1.6e-2},
+    "float16": {"rtol": 2e-3, "atol": 2e-3},
+    "float32": {"rtol": 1e-5, "atol": 1e-5},
+}
+# two implementations of the same arithmetic: about one ulp
+_ULP_TOLS = {
+    "bfloat16": {"rtol": 8e-3, "atol": 1e-5},
+    "float16": {"rtol": 1e-3, "atol": 1e-6},
+    "float32": {"rtol": 1e-6, "atol": 1e-7},
+}
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype of a config's dtype name (torch's own names: ``bfloat16``, ...)."""
+    if name not in DTYPE_NAMES:
+        raise ValueError(f"dtype {name!r} is not one of {sorted(DTYPE_NAMES)}")
+    return getattr(torch, name)
+
+
+def dtype_tols(dtype: str) -> dict[str, float]:
+    """Tolerances of a ``dtype`` output against an fp32 reference."""
+    return dict(_DTYPE_TOLS[dtype])
+
+
+def ulp_tols(dtype: str) -> dict[str, float]:
+    """Tolerances between two implementations of the same arithmetic in ``dtype``."""
+    return dict(_ULP_TOLS[dtype])
+
+
+def randn(shape, dtype: str, seed: int, scale: float = 1.0, shift: float = 0.0,
+          device: str = "cuda") -> torch.Tensor:
+    """Deterministic normal data, generated on the CPU (the same on every GPU)."""
+    g = torch.Generator().manual_seed(seed)
+    t = torch.randn(shape, generator=g, dtype=torch.float32) * scale + shift
+    return t.to(torch_dtype(dtype)).to(device)
+
+
+def skip_unless_gpu(meta: Mapping[str, Any]) -> None:
+    """unittest.SkipTest unless the visible GPU is one of the kernel's archs."""
+    from . import toolchain
+
+    arch = toolchain.gpu_arch()
+    if arch not in meta["archs"]:
+        raise unittest.SkipTest(f"needs a GPU of arch {'/'.join(meta['archs'])}, found {arch}")
+
+
+def available(module: str) -> bool:
+    """Whether an optional reference package imports here (e.g. ``flashinfer.norm``)."""
+    try:
+        importlib.import_module(module)
+    except Exception:  # a broken optional install counts as absent, like a missing one
+        return False
+    return True
+
+
+def assert_close(what: str, got: torch.Tensor, want: torch.Tensor, *, atol: float,
+                 rtol: float) -> float:
+    """Max abs error of ``got`` vs ``want``; AssertionError naming the first element outside
+    ``atol + rtol * |want|``, its value and how many are outside."""
+    if got.shape != want.shape:
+        raise AssertionError(f"{what}: shape {tuple(got.shape)} != {tuple(want.shape)}")
+    got, want = got.float(), want.float()
+    err = (got - want).abs()
+    bad = ~(err <= atol + rtol * want.abs())  # NaN counts as a mismatch
+    if bool(bad.any()):
+        idx = tuple(int(i) for i in torch.nonzero(bad)[0])
+        raise AssertionError(
+            f"{what}: {int(bad.sum())} of {bad.numel()} mismatched; max abs err "
+            f"{float(err.nan_to_num(float('inf')).max()):.4g}; first at {idx}: got "
+            f"{float(got[idx]):.6g}, want {float(want[idx]):.6g} (atol={atol}, rtol={rtol})"
+        )
+    return float(err.max()) if err.numel() else 0.0
+
+
+def bench(ours: Callable[[], Any], references: Mapping[str, Callable[[], Callable[[], Any]]],
+          **options: Any) -> dict:
+    """Time our launch beside lazily built references with the options tirx-run forwards
+    (``warmup``, ``repeat``, ``timer``, ``rounds``, ``cooldown_s``); microseconds."""
+    from . import toolchain
+
+    return toolchain.bench({"tirx": ours}, references=references, **options)

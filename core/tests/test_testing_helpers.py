@@ -1,0 +1,43 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The shared run_test helpers: comparisons name the worst element; dtypes use torch names."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tirx_kernels.core import testing
+
+
+def test_assert_close_passes_within_tolerance_and_returns_the_error():
+    want = torch.tensor([1.0, 2.0, 3.0])
+    assert testing.assert_close("x", want + 1e-4, want, atol=1e-3, rtol=0) == pytest.approx(1e-4,
+                                                                                        rel=1e-2)
+
+
+def test_assert_close_names_the_first_mismatch_and_the_count():
+    want = torch.zeros(2, 3)
+    got = want.clone()
+    got[1, 2] = 0.5
+    got[0, 1] = float("nan")
+    with pytest.raises(AssertionError, match=r"out: 2 of 6 mismatched.*first at \(0, 1\)"):
+        testing.assert_close("out", got, want, atol=1e-3, rtol=0)
+
+
+def test_assert_close_refuses_a_shape_mismatch():
+    with pytest.raises(AssertionError, match=r"shape \(2,\) != \(3,\)"):
+        testing.assert_close("out", torch.zeros(2), torch.zeros(3), atol=1, rtol=1)
+
+
+def test_randn_is_deterministic_and_uses_torch_dtype_names():
+    a = testing.randn((4, 4), "bfloat16", seed=3, device="cpu")
+    assert a.dtype == torch.bfloat16
+    assert torch.equal(a, testing.randn((4, 4), "bfloat16", seed=3, device="cpu"))
+    with pytest.raises(ValueError, match="'bf16' is not one of"):
+        testing.torch_dtype("bf16")
+
+
+def test_tolerances_are_copies():
+    testing.dtype_tols("bfloat16")["rtol"] = 1.0
+    assert testing.dtype_tols("bfloat16")["rtol"] < 1.0
