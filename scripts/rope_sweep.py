@@ -113,7 +113,7 @@ def main(argv=None) -> int:
         print("rope_sweep: no CUDA GPU visible; run this on the H200", file=sys.stderr)
         return 2
     from tirx_kernels.core import toolchain
-    from tirx_kernels.flashinfer import rope
+    from tirx_kernels.flashinfer.kernels import rope
 
     sms = toolchain.sm_count(0)
     rows = []

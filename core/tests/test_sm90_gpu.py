@@ -55,11 +55,11 @@ def test_tile_kernel(mode, n, k, dtype):
 def test_gemm_through_blocks(label):
     code = f"""
 import json
-from tirx_kernels.basic import gemm
+from tirx_kernels.basic.kernels import gemm
 cfg = {{k: v for k, v in next(c for c in gemm.CONFIGS if c["label"] == {label!r}).items()
        if k != "label"}}
 print(json.dumps(gemm.run_test(**cfg)))
 """
-    pytest.importorskip("tirx_kernels.basic.gemm")
+    pytest.importorskip("tirx_kernels.basic.kernels.gemm")
     res = _child(code)
     assert res["max_abs_err"] <= res["tol"]

@@ -7,7 +7,8 @@ import tempfile
 
 import pytest
 
-from tirx_kernels.flashinfer import _norm, rope
+from tirx_kernels.flashinfer import _norm
+from tirx_kernels.flashinfer.kernels import rope
 
 
 @pytest.mark.parametrize("tokens", [1, 16, _norm.SMALL_BATCH])

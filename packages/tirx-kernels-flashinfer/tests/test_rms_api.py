@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from tirx_kernels.core import toolchain
-from tirx_kernels.flashinfer import (
-    _norm,
+from tirx_kernels.flashinfer import _norm
+from tirx_kernels.flashinfer.kernels import (
     fused_add_rmsnorm,
     gemma_fused_add_rmsnorm,
     gemma_rmsnorm,

@@ -24,7 +24,7 @@ def tirx_kernels_family():
 def tirx_kernels_register_kernels(family, register):
     """Contribute kernel modules by import path, without importing them.
 
-    Call ``register("tirx_kernels.basic.rmsnorm")`` once per kernel module.
+    Call ``register("tirx_kernels.basic.kernels.rmsnorm")`` once per kernel module.
     The host reads ``KERNEL_META`` and the config matrices from the source as literals.
     """
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tirx_kernels.core import Family, LicensePolicy, hookimpl
+from tirx_kernels.core.registration import register_kernel_modules, register_suite_files
 
 HERE = Path(__file__).parent
-SUITE_DIR = HERE / "suite"
 
 
 @hookimpl
@@ -25,13 +25,9 @@ def tirx_kernels_family():
 
 @hookimpl
 def tirx_kernels_register_kernels(register):
-    # Every public module of the package is a kernel; helpers are private (_name.py).
-    for path in sorted(HERE.glob("[!_]*.py")):
-        if path.stem != "plugin":
-            register(f"{__package__}.{path.stem}")
+    register_kernel_modules(register, f"{__package__}.kernels", HERE / "kernels")
 
 
 @hookimpl
 def tirx_kernels_suite_configs(register):
-    for path in sorted(SUITE_DIR.glob("*.yaml")):
-        register(path)
+    register_suite_files(register, HERE / "suite")

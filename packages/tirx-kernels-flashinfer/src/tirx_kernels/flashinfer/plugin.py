@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tirx_kernels.core import Family, LicensePolicy, Upstream, hookimpl
+from tirx_kernels.core.registration import register_kernel_modules, register_suite_files
 
 HERE = Path(__file__).parent
-SUITE_DIR = HERE / "suite"
 
 # The upstream commit every port of this family was written from.
 UPSTREAM_COMMIT = "fb28d7242b3506a2348265962041acc1fb56cca4"
@@ -30,7 +30,7 @@ def tirx_kernels_family():
                 copyright="Copyright (c) 2023 by FlashInfer team.",
                 commit=UPSTREAM_COMMIT,
             ),
-            native_files=("__init__.py", "plugin.py", "_checks.py"),  # _checks: our test harness
+            native_files=("__init__.py", "plugin.py", "_checks.py", "kernels/__init__.py"),
         ),
         description="TIRx ports of FlashInfer kernels",
     )
@@ -38,13 +38,9 @@ def tirx_kernels_family():
 
 @hookimpl
 def tirx_kernels_register_kernels(register):
-    # Every public module of the package is a kernel; helpers are private (_name.py).
-    for path in sorted(HERE.glob("[!_]*.py")):
-        if path.stem != "plugin":
-            register(f"{__package__}.{path.stem}")
+    register_kernel_modules(register, f"{__package__}.kernels", HERE / "kernels")
 
 
 @hookimpl
 def tirx_kernels_suite_configs(register):
-    for path in sorted(SUITE_DIR.glob("*.yaml")):
-        register(path)
+    register_suite_files(register, HERE / "suite")

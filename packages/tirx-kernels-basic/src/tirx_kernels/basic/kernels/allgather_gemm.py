@@ -5,7 +5,7 @@
 Every rank holds its own ``A_local[m_local, K]`` and the same full ``B[N, K]`` (bf16 or
 fp16). NCCL all-gathers the A shards in rank order into a pre-allocated ``A[M, K]``
 (``M = world * m_local``) with ``torch.distributed.all_gather_into_tensor``, then our sm_90a
-TIRx GEMM (``tirx_kernels.basic.gemm``: TMA + wgmma, fp32 accumulation, one rounding)
+TIRx GEMM (``tirx_kernels.basic.kernels.gemm``: TMA + wgmma, fp32 accumulation, one rounding)
 computes the full ``C`` on every rank. Numerics are the GEMM's; the gather is an exact copy.
 
 Process group: ``KERNEL_META["num_gpus"]`` ranks, one GPU each, NCCL, set up by the harness
@@ -31,7 +31,7 @@ import unittest
 
 import torch
 
-from tirx_kernels.basic import gemm
+from tirx_kernels.basic.kernels import gemm
 from tirx_kernels.core import toolchain
 
 KERNEL_META = {

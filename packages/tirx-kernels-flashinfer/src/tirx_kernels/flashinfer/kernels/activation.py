@@ -49,7 +49,7 @@ import torch
 
 from tirx_kernels.core import toolchain
 
-from ._checks import assert_within
+from .._checks import assert_within
 
 KERNEL_META = {
     "name": "act_and_mul",

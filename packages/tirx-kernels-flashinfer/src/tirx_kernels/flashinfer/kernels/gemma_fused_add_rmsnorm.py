@@ -24,8 +24,8 @@ ValueError (see ``_norm.check_domain``).
 
 from __future__ import annotations
 
-from ._norm import NORM_BENCH_CONFIGS, NORM_CONFIGS
-from ._rms_api import EPS, FusedAddRMSNormKernelAPI  # noqa: F401 - EPS: the default eps
+from .._norm import NORM_BENCH_CONFIGS, NORM_CONFIGS
+from .._rms_api import EPS, FusedAddRMSNormKernelAPI  # noqa: F401 - EPS: the default eps
 
 KERNEL_META = {
     "name": "flashinfer_gemma_fused_add_rmsnorm",

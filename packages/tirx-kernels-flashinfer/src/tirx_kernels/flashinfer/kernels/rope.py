@@ -58,7 +58,7 @@ import torch
 
 from tirx_kernels.core import toolchain
 
-from ._checks import assert_within
+from .._checks import assert_within
 
 KERNEL_META = {
     "name": "flashinfer_rope",
