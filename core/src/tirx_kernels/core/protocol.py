@@ -24,7 +24,10 @@ BENCH_OPTIONS = ("warmup", "repeat", "timer", "rounds", "cooldown_s")
 @runtime_checkable
 class KernelModule(Protocol):
     """Required members. Optional: ``BENCH_CONFIGS: list[dict]`` (the bench matrix; default
-    ``CONFIGS``) and ``run_bench(**config, warmup, repeat, timer, rounds, cooldown_s) -> dict``.
+    ``CONFIGS``), ``run_bench(**config, warmup, repeat, timer, rounds, cooldown_s) -> dict``
+    and ``public_calls(batch) -> {name: call}`` (zero-argument calls of the public op, as
+    "tirx", and of each reference's user-facing op at ``batch`` rows, for
+    :mod:`tirx_kernels.core.overhead`).
     """
 
     KERNEL_META: dict[str, Any]
@@ -67,6 +70,8 @@ def validate_module(
     _check_public_ops(where, module.PUBLIC_OPS)
     for name in ("get_kernel", "prepare_data", "run_test"):
         _check_accepts(where, name, getattr(module, name, None), configs)
+    if hasattr(module, "public_calls"):
+        _check_accepts(where, "public_calls", module.public_calls, [{"batch": 1}])
     if hasattr(module, "run_bench"):
         bench = list(bench_configs if bench_configs is not None else configs)
         _check_accepts(where, "run_bench", module.run_bench, bench, extra=BENCH_OPTIONS)

@@ -55,3 +55,9 @@ def run_bench(dtype, n, **options):
 
     return testing.bench(lambda: add(data["a"], data["b"], out), {"torch": build_torch},
                          **options)
+
+
+def public_calls(batch):
+    """Our op and torch's on ``batch`` elements, for the per-call cost benchmark."""
+    data = prepare_data("bfloat16", batch)
+    return {"tirx": lambda: add(data["a"], data["b"]), "torch": lambda: data["a"] + data["b"]}
