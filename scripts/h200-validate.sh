@@ -1,24 +1,37 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
-# One H200 validation run (device tool): every kernel config through `tirx-run test`, a
-# `tirx-run bench` per kernel of BENCH_KERNELS, and a suite sweep; results under $OUT.
-# Usage, from the repository root:
+# One H200 validation run (device tool): every kernel config through `tirx-run test`, the
+# GPU pytest files (PYTEST_ARGS), a `tirx-run bench` per kernel of BENCH_KERNELS, the per-call
+# cost of public ops (OVERHEAD_ARGS) and a suite sweep; results under $OUT. A step whose
+# variable is set to "skip" is skipped. Usage, from the repository root:
 #   TEST_ARGS="--family basic" BENCH_KERNELS="rmsnorm fp16_bf16_gemm" BENCH_ARGS="--rounds 3" \
-#   SUITE_ARGS="--family basic" \
+#   SUITE_ARGS="--family basic" PYTEST_ARGS="packages" OVERHEAD_ARGS="--batch 1 4" \
 #     scripts/h200-validate.sh <git-sha>
 set -uo pipefail
 sha=${1:?usage: h200-validate.sh <git commit of this checkout>}
 source scripts/h200-env.sh || exit 1
 out=${OUT:?OUT must name the results folder}
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv > "$out/gpu.csv"
-python3 -m tirx_kernels.core.cli test ${TEST_ARGS:-} -j "${JOBS:-12}" --timeout 300 --json \
-  > "$out/test.json" 2> "$out/test.log"; echo "tirx-run test: exit $?"
-for kernel in ${BENCH_KERNELS:-rmsnorm}; do
+if [ "${TEST_ARGS:-}" != skip ]; then
+  python3 -m tirx_kernels.core.cli test ${TEST_ARGS:-} -j "${JOBS:-12}" --timeout 300 --json \
+    > "$out/test.json" 2> "$out/test.log"; echo "tirx-run test: exit $?"
+fi
+if [ "${PYTEST_ARGS:-skip}" != skip ]; then
+  python3 -m pytest -q -p no:cacheprovider -o addopts="" ${PYTEST_ARGS} \
+    > "$out/pytest.log" 2>&1; echo "pytest: exit $?"; tail -3 "$out/pytest.log"
+fi
+if [ "${OVERHEAD_ARGS:-skip}" != skip ]; then
+  python3 scripts/op_overhead.py ${OVERHEAD_ARGS} --json "$out/overhead.json" \
+    > "$out/overhead.md" 2> "$out/overhead.log"; echo "op_overhead: exit $?"
+fi
+for kernel in ${BENCH_KERNELS:-}; do
   python3 -m tirx_kernels.core.cli bench --kernel "$kernel" ${BENCH_ARGS:-} --json \
     > "$out/bench_$kernel.json" 2> "$out/bench_$kernel.log"; echo "tirx-run bench $kernel: exit $?"
 done
-TIRX_SUITE_GIT_COMMIT=$sha TIRX_SUITE_GIT_DIRTY=0 python3 -m tirx_kernels.core.suite \
-  ${SUITE_ARGS:-} --out-dir /tmp/bench-suite --cache-dir /tmp/tirx-bench-cache --timeout 240 \
-  --json > "$out/suite.json" 2> "$out/suite.log"; echo "tirx-suite: exit $?"
-tar -C /tmp -czf "$out/bench-suite.tgz" bench-suite
+if [ "${SUITE_ARGS:-}" != skip ]; then
+  TIRX_SUITE_GIT_COMMIT=$sha TIRX_SUITE_GIT_DIRTY=0 python3 -m tirx_kernels.core.suite \
+    ${SUITE_ARGS:-} --out-dir /tmp/bench-suite --cache-dir /tmp/tirx-bench-cache --timeout 240 \
+    --json > "$out/suite.json" 2> "$out/suite.log"; echo "tirx-suite: exit $?"
+  tar -C /tmp -czf "$out/bench-suite.tgz" bench-suite
+fi
