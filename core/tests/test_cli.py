@@ -159,6 +159,22 @@ def test_sigterm_kills_children_and_keeps_finished_results(modes_family):
         raise AssertionError(f"child {pid} survived SIGTERM of tirx-run")
 
 
-def test_timeout_must_be_positive(modes_family):
-    p = tirx_run("test", "--kernel", "alpha_kern", "--timeout", "0")
-    assert p.returncode == 2 and "--timeout must be > 0" in p.stderr
+@pytest.mark.parametrize("args, message", [
+    (["test", "--timeout", "0"], "argument --timeout: must be a finite number > 0, got '0'"),
+    # row 11 of issue #27: a NaN timeout never expires, an infinite one neither
+    (["test", "--timeout", "nan"], "argument --timeout: must be a finite number > 0, got 'nan'"),
+    (["test", "--timeout", "inf"], "argument --timeout: must be a finite number > 0"),
+    (["test", "-j", "0"], "argument -j/--jobs: must be an integer >= 1, got '0'"),
+    (["test", "-j", "two"], "argument -j/--jobs: must be an integer >= 1, got 'two'"),
+    (["bench", "--rounds", "0"], "argument --rounds: must be an integer >= 1"),
+    (["bench", "--cooldown", "nan"], "argument --cooldown: must be a finite number >= 0"),
+    (["bench", "--warmup", "inf"], "argument --warmup: must be a finite number >= 0"),
+    (["bench", "--repeat", "-5"], "argument --repeat: must be a finite number > 0"),
+], ids=["timeout-0", "timeout-nan", "timeout-inf", "jobs-0", "jobs-word", "rounds-0",
+        "cooldown-nan", "warmup-inf", "repeat-negative"])
+def test_numbers_must_be_finite_and_in_range(modes_family, args, message):
+    p = tirx_run(*args, "--kernel", "alpha_kern", "--config", "pass")
+    assert p.returncode == 2, p.stderr
+    assert message in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr  # one line, no usage dump
+    assert "--help" in p.stderr  # where to look for the fix

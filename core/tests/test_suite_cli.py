@@ -5,6 +5,7 @@
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 from conftest import HEADER, PLUGIN, kernel_source
@@ -335,3 +336,63 @@ def test_bad_git_environment_is_refused_before_running(tmp_path, capsys, monkeyp
     code, doc, _ = run_cli(tmp_path, suite(tmp_path, ("pass",)))
     assert code == 2 and doc is None  # nothing ran, no run file
     assert var in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    # row 10 of issue #27: NaN or infinity would switch the regression gate off
+    ("--threshold", "nan", "argument --threshold: must be a finite number > 0, got 'nan'"),
+    ("--threshold", "inf", "argument --threshold: must be a finite number > 0, got 'inf'"),
+    # row 11: a NaN timeout never expires
+    ("--timeout", "nan", "argument --timeout: must be a finite number > 0, got 'nan'"),
+    ("--cooldown", "inf", "argument --cooldown: must be a finite number >= 0"),
+    ("--retry-delay", "nan", "argument --retry-delay: must be a finite number >= 0"),
+    ("--monitor-interval", "0", "argument --monitor-interval: must be a finite number > 0"),
+    ("--rounds", "0", "argument --rounds: must be an integer >= 1, got '0'"),
+    ("--retries", "-1", "argument --retries: must be an integer >= 0, got '-1'"),
+])
+def test_run_numbers_must_be_finite_and_in_range(tmp_path, capsys, clean_git, flag, value,
+                                                 message):
+    code, doc, backend = run_cli(tmp_path, suite(tmp_path, ("pass",)), flag, value)
+    err = capsys.readouterr().err
+    assert code == 2 and doc is None and backend.fake_executor.started == []
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-3"])
+def test_compare_threshold_cannot_switch_the_gate_off(tmp_path, capsys, clean_git, value):
+    reg = suite(tmp_path, ("pass",))
+    code, doc, _ = run_cli(tmp_path, reg)
+    run_json = tmp_path / "out" / "runs" / f"{doc['run_id']}.json"
+    assert main(["promote", str(run_json), "--baselines", str(tmp_path / "base")]) == 0
+    code, doc, _ = run_cli(tmp_path, reg, "--no-compare",
+                           impls={("k", "pass"): {"tirx": 20.0, "torch": 15.0}})  # 2x slower
+    run_json = tmp_path / "out" / "runs" / f"{doc['run_id']}.json"
+    capsys.readouterr()
+    code = main(["compare", str(run_json), "--baselines", str(tmp_path / "base"),
+                 "--threshold", value])
+    assert code == 2, "the 100% slowdown passed the gate"
+    assert "argument --threshold: must be a finite number > 0" in capsys.readouterr().err
+
+
+def test_default_baselines_folder_does_not_depend_on_the_current_directory(tmp_path,
+                                                                          monkeypatch):
+    from tirx_kernels.core.suite import baseline as B
+
+    root = Path(__file__).resolve().parents[2]  # the checkout holding this code
+    monkeypatch.chdir(tmp_path)  # not a git checkout
+    assert B.default_dir() == root / "baselines"
+    # code outside any checkout (a plain install): no guess from the current directory
+    with pytest.raises(B.BaselineError, match="pass --baselines DIR"):
+        B.default_dir(code_dir=tmp_path)
+
+
+def test_run_without_a_baselines_folder_is_refused_before_running(tmp_path, capsys, clean_git,
+                                                                  monkeypatch):
+    from tirx_kernels.core.suite import baseline as B
+
+    monkeypatch.setattr(B, "default_dir", lambda code_dir=None: (_ for _ in ()).throw(
+        B.BaselineError("cannot find the baselines folder; fix: pass --baselines DIR")))
+    backend = FakeBackend(suite(tmp_path, ("pass",)), tmp=tmp_path)
+    code = main(["--out-dir", str(tmp_path / "out")], backend=backend)
+    assert code == 2 and backend.fake_executor.started == []
+    assert "pass --baselines DIR" in capsys.readouterr().err

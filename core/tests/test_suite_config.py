@@ -62,6 +62,10 @@ def test_good_file(tmp_path):
      ["bad warmup: -1"]),
     ("kernel: rmsnorm\nconfigs: [{config: t1_h4096, default: true, repeat: fast}]",
      ["bad repeat: 'fast'"]),
+    ("kernel: rmsnorm\nconfigs: [{config: t1_h4096, default: true, repeat: .nan}]",
+     ["bad repeat: nan; fix: use a finite number of milliseconds > 0"]),
+    ("kernel: rmsnorm\nconfigs: [{config: t1_h4096, default: true, warmup: .inf}]",
+     ["bad warmup: inf; fix: use a finite number of milliseconds >= 0"]),
     ("kernel: rmsnorm\ndefaults: {timer: kineto}\n"
      "configs: [{config: t1_h4096, default: true, warmup: 5}]",
      ["timer kineto takes no warmup budget", "fix: drop warmup"]),
@@ -166,7 +170,7 @@ def test_cli_exits_2_and_runs_nothing_on_a_bad_file(tmp_path, capsys):
     (["--config", "m9"], "no selected suite entry has config(s) m9"),
     (["--config", "m1_n4069"], "config(s) m1_n4069 (did you mean 'm1_n4096'?); `tirx-suite"),
     (["--kernel", "gemm", "--gpus", "7"], "--gpus: no GPU with index [7]"),
-    (["--rounds", "0"], "--rounds must be >= 1"),
+    (["--rounds", "0"], "argument --rounds: must be an integer >= 1"),
 ])
 def test_cli_usage_errors_exit_2(tmp_path, capsys, args, message):
     f = write_yaml(tmp_path, "gemm.yaml", "kernel: gemm\nconfigs: [{config: m1_n4096, "

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from .cliargs import Parser, non_negative_float, positive_float, positive_int
 from .impls import is_ours, ratio
 from .meta import MetaError
 from .plugins import PluginError
@@ -29,7 +30,7 @@ class UsageError(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tirx-run", description=__doc__.splitlines()[0])
+    p = Parser(prog="tirx-run", description=__doc__.splitlines()[0])
     p.add_argument("--strict", action="store_true", default=None,
                    help="a family that fails to load is an error (env TIRX_KERNELS_STRICT=1)")
     sub = p.add_subparsers(dest="command", required=True)
@@ -50,19 +51,20 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument("--config", action="append", dest="configs", metavar="LABEL",
                        help="a config label (repeatable); default: every config")
         c.add_argument("--json", action="store_true", help="print results as JSON on stdout")
-        c.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+        c.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT,
                        help=f"seconds per config before TIMEOUT (default {DEFAULT_TIMEOUT:g})")
         c.add_argument("--log-dir", type=Path, help="keep each config's full child log here")
         if name == "test":
             c.add_argument("--family")
-            c.add_argument("-j", "--jobs", type=int, default=1,
+            c.add_argument("-j", "--jobs", type=positive_int, default=1,
                            help="configs run in parallel (each in its own process)")
         else:
             c.add_argument("--timer", choices=("proton", "event", "cudagraph_proton"))
-            c.add_argument("--warmup", type=float, help="warmup budget in ms")
-            c.add_argument("--repeat", type=float, help="repeat budget in ms")
-            c.add_argument("--rounds", type=int, default=5)
-            c.add_argument("--cooldown", type=float, default=1.0, help="seconds before each impl")
+            c.add_argument("--warmup", type=non_negative_float, help="warmup budget in ms")
+            c.add_argument("--repeat", type=positive_float, help="repeat budget in ms")
+            c.add_argument("--rounds", type=positive_int, default=5)
+            c.add_argument("--cooldown", type=non_negative_float, default=1.0,
+                           help="seconds before each impl")
     return p
 
 
@@ -144,15 +146,11 @@ def _requests(registry: Registry, args, action: str) -> list[Request]:
     names = list(dict.fromkeys(args.kernels or []))  # repeats run once
     if args.configs and len(names) != 1:
         raise UsageError("--config needs exactly one --kernel (labels belong to one kernel)")
-    if args.timeout <= 0:
-        raise UsageError("--timeout must be > 0 seconds")
     family = getattr(args, "family", None)
     kernels = [k for name in names or [None] for k in registry.select(kernel=name, family=family)]
     bench = action == "bench"
     options = {}
     if bench:
-        if args.rounds < 1 or args.cooldown < 0:
-            raise UsageError("--rounds must be >= 1 and --cooldown >= 0")
         options = {"rounds": args.rounds, "cooldown_s": args.cooldown}
         # forwarded only when given, so each timer keeps its own defaults
         options.update({k: v for k, v in (("timer", args.timer), ("warmup", args.warmup),
@@ -225,8 +223,6 @@ def _summary(results: list[Result]) -> dict:
 
 def cmd_test(registry: Registry, args) -> int:
     _warn_broken(registry)
-    if args.jobs < 1:
-        raise UsageError("--jobs must be >= 1")
     results, interrupted = _run_all(_requests(registry, args, "test"), args, jobs=args.jobs)
     summary = _summary(results)
     if args.json:

@@ -38,16 +38,26 @@ class PromotionRefused(Exception):
         super().__init__("\n".join(reasons))
 
 
-def default_dir() -> Path:
-    """``<root of the git checkout here>/baselines``, else ``./baselines``."""
+class BaselineError(Exception):
+    """A baseline folder or file that cannot be found, read or trusted (one line + fix)."""
+
+
+def default_dir(code_dir: Path | None = None) -> Path:
+    """``<root of the git checkout holding this code>/baselines``.
+
+    Never derived from the current directory: a run started elsewhere would compare against
+    another folder, or none ("no baseline yet", exit 0), and the gate would be off."""
+    where = Path(code_dir) if code_dir else Path(__file__).resolve().parent
     try:
-        p = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True,
-                           text=True, timeout=30)
+        p = subprocess.run(["git", "-C", str(where), "rev-parse", "--show-toplevel"],
+                           capture_output=True, text=True, timeout=30)
         if p.returncode == 0:
             return Path(p.stdout.strip()) / "baselines"
     except (OSError, subprocess.SubprocessError):
         pass
-    return Path("baselines")
+    raise BaselineError(f"cannot find the baselines folder: the suite code ({where}) is not "
+                        "in a git checkout; fix: pass --baselines DIR (the checkout's "
+                        "baselines/)")
 
 
 def baseline_path(root: Path, model: str) -> Path:

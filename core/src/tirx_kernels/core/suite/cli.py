@@ -24,6 +24,13 @@ import time
 import traceback
 from pathlib import Path
 
+from ..cliargs import (
+    Parser,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from ..impls import ratio
 from ..meta import MetaError
 from ..plugins import PluginError
@@ -78,8 +85,8 @@ class Backend:
 
 
 def _run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0],
-                                epilog="Subcommands: promote, compare, report (RUN.json).")
+    p = Parser(prog=PROG, description=__doc__.splitlines()[0],
+               epilog="Subcommands: promote, compare, report (RUN.json).")
     sel = p.add_argument_group("selection (default: every default: true entry)")
     sel.add_argument("--kernel", action="append", default=[], help="repeatable")
     sel.add_argument("--family", action="append", default=[], help="repeatable")
@@ -94,20 +101,21 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", default=None,
                    help="a family that fails to load is an error")
     run = p.add_argument_group("running")
-    run.add_argument("--rounds", type=int, default=5, help="measurement rounds (default 5)")
-    run.add_argument("--cooldown", type=float, default=1.0,
+    run.add_argument("--rounds", type=positive_int, default=5,
+                     help="measurement rounds (default 5)")
+    run.add_argument("--cooldown", type=non_negative_float, default=1.0,
                      help="seconds before each implementation in each round (default 1.0)")
-    run.add_argument("--timeout", type=float, default=900.0,
+    run.add_argument("--timeout", type=positive_float, default=900.0,
                      help="seconds per workload before TIMEOUT (default 900)")
-    run.add_argument("--retries", type=int, default=3,
+    run.add_argument("--retries", type=non_negative_int, default=3,
                      help="requeues of an INTERFERED workload before FAIL (default 3)")
-    run.add_argument("--retry-delay", type=float, default=10.0,
+    run.add_argument("--retry-delay", type=non_negative_float, default=10.0,
                      help="seconds before a requeued workload starts again (default 10)")
     run.add_argument("--keep-going", action="store_true", help="do not stop at the first FAIL")
     run.add_argument("--gpus", help="comma-separated nvidia-smi indices to use (default: all)")
     run.add_argument("--no-monitor", action="store_true",
                      help="do not watch the GPUs for foreign processes")
-    run.add_argument("--monitor-interval", type=float, default=1.0,
+    run.add_argument("--monitor-interval", type=positive_float, default=1.0,
                      help="seconds between nvidia-smi polls (default 1.0)")
     run.add_argument("--lock-dir", type=Path, help="GPU lock files (default: "
                      "$TIRX_SUITE_LOCK_DIR or <tmp>/tirx-suite-locks)")
@@ -125,12 +133,12 @@ def _run_parser() -> argparse.ArgumentParser:
 def _compare_args(p) -> None:
     p.add_argument("--baselines", type=Path,
                    help="baselines folder (default: <git root>/baselines)")
-    p.add_argument("--threshold", type=float, metavar="PCT",
+    p.add_argument("--threshold", type=positive_float, metavar="PCT",
                    help="fixed regression threshold in percent (default: from measured noise)")
 
 
 def _file_parser(cmd: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"{PROG} {cmd}")
+    p = Parser(prog=f"{PROG} {cmd}")
     p.add_argument("run_json", type=Path, metavar="RUN.json")
     if cmd == "promote":
         p.add_argument("--merge", action="store_true",
@@ -151,7 +159,10 @@ def _file_parser(cmd: str) -> argparse.ArgumentParser:
 def main(argv=None, *, backend: Backend | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd = argv.pop(0) if argv and argv[0] in SUBCOMMANDS else "run"
-    args = (_run_parser() if cmd == "run" else _file_parser(cmd)).parse_args(argv)
+    try:
+        args = (_run_parser() if cmd == "run" else _file_parser(cmd)).parse_args(argv)
+    except SystemExit as e:  # a usage error (one line printed) or --help
+        return e.code
     backend = backend or Backend()
     try:
         if cmd == "run":
@@ -163,7 +174,7 @@ def main(argv=None, *, backend: Backend | None = None) -> int:
             print(f"  {problem}", file=sys.stderr)
         return EXIT_USAGE
     except (UsageError, UnknownKernel, UnknownConfig, RunFileError, PluginError, RegistryError,
-            MetaError) as e:
+            MetaError, baselines.BaselineError) as e:
         _err(str(e))
         return EXIT_USAGE
     except baselines.PromotionRefused as e:
@@ -236,13 +247,11 @@ def check_imports(registry, workloads) -> int:
 
 
 def _validate(args) -> None:
-    if args.rounds < 1 or args.cooldown < 0 or args.timeout <= 0 or args.retries < 0:
-        raise UsageError("--rounds must be >= 1, --cooldown >= 0, --timeout > 0, --retries >= 0")
-    if args.threshold is not None and args.threshold <= 0:
-        raise UsageError("--threshold is a percentage > 0")
     problem = env_git_problem()
     if problem:
         raise UsageError(problem)
+    if not args.no_compare and args.baselines is None:
+        args.baselines = baselines.default_dir()  # before running: a run must not lose its gate
 
 
 def _choose_gpus(gpus, spec: str | None):

@@ -18,6 +18,7 @@ file, the entry and the fix; the CLI then exits 2 and runs nothing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -238,17 +239,19 @@ def _overrides(where, data, problems, *, only_overrides=False) -> dict:
     for key in OVERRIDE_KEYS:
         if key not in data:
             continue
-        value, number = data[key], isinstance(data[key], (int, float)) and not isinstance(
-            data[key], bool)
+        value = data[key]
+        # YAML has .nan and .inf: a NaN budget passes every comparison
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) \
+            and math.isfinite(value)
         if key == "timer" and value not in TIMERS:
             fix = f"one of {', '.join(TIMERS)}"
         elif key == "num_gpus" and (not isinstance(value, int) or isinstance(value, bool)
                                     or value < 1):
             fix = "an integer >= 1"
         elif key == "warmup" and (not number or value < 0):
-            fix = "a number of milliseconds >= 0"
+            fix = "a finite number of milliseconds >= 0"
         elif key == "repeat" and (not number or value <= 0):
-            fix = "a number of milliseconds > 0"
+            fix = "a finite number of milliseconds > 0"
         else:
             out[key] = value
             continue
