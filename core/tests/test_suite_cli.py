@@ -396,3 +396,20 @@ def test_run_without_a_baselines_folder_is_refused_before_running(tmp_path, caps
     code = main(["--out-dir", str(tmp_path / "out")], backend=backend)
     assert code == 2 and backend.fake_executor.started == []
     assert "pass --baselines DIR" in capsys.readouterr().err
+
+
+def test_corrupt_baseline_keeps_the_run_and_fails_the_gate(tmp_path, capsys, clean_git):
+    """Row 7 of issue #27, in a sweep: the run is written, the comparison error is one line."""
+    reg = suite(tmp_path, ("pass",))
+    code, doc, _ = run_cli(tmp_path, reg)
+    run_json = tmp_path / "out" / "runs" / f"{doc['run_id']}.json"
+    assert main(["promote", str(run_json), "--baselines", str(tmp_path / "base")]) == 0
+    (tmp_path / "base" / "nvidia-h200" / "baseline.json").write_text('{"schema_version": 1,')
+    capsys.readouterr()
+    code, doc, _ = run_cli(tmp_path, reg)
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert doc["rows"][0]["status"] == "PASS" and "baseline.json" in doc["comparison_error"]
+    assert "git checkout" in err
+    report = (tmp_path / "out" / "reports" / doc["run_id"] / "report.md").read_text()
+    assert "baseline.json" in report

@@ -24,7 +24,8 @@ from pathlib import Path
 from ..impls import split
 from . import FAILED, PASS
 from .report import kernel_tables, md_table
-from .results import row_model, save_json
+from .results import row_model, save_json, save_text
+from .schema import baseline_problems, one_line
 
 SCHEMA_VERSION = 1
 FLOOR, NOISE_FACTOR, UNKNOWN_NOISE = 0.03, 2.0, 0.05
@@ -65,13 +66,18 @@ def baseline_path(root: Path, model: str) -> Path:
 
 
 def load(path: Path) -> dict | None:
-    if not Path(path).exists():
+    """The baseline at ``path``, None when there is none; BaselineError when unusable."""
+    path = Path(path)
+    if not path.exists():
         return None
-    doc = json.loads(Path(path).read_text())
-    if doc.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"{path}: baseline schema_version {doc.get('schema_version')}, "
-                         f"expected {SCHEMA_VERSION}")
-    return doc
+    try:
+        problems = baseline_problems(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        problems = [f"cannot read it as JSON ({e})"]
+    if problems:
+        raise BaselineError(f"{path}: not a usable baseline: {one_line(problems)}; fix: "
+                            f"restore it (git checkout -- {path}) or promote a run again")
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def refusals(run: dict, *, merge: bool) -> list[str]:
@@ -109,7 +115,7 @@ def promote(run: dict, root: Path, *, merge: bool = False, force: bool = False) 
     if not by_model:
         raise PromotionRefused(["the run has no measured PASS row to promote"])
     git = run["provenance"].get("git") or {}
-    written = []
+    written, planned = [], []
     for model, rows in by_model.items():
         path = baseline_path(root, model)
         old = load(path) if merge else None
@@ -131,8 +137,16 @@ def promote(run: dict, root: Path, *, merge: bool = False, force: bool = False) 
                "gpu_name": rows[0].get("gpu_name"),
                "rows": sorted(kept.values(), key=lambda r: (r["kernel"], r["config"])),
                "history": history}
+        problems = baseline_problems(doc)
+        if problems:
+            raise BaselineError(f"the run cannot make a valid {model} baseline: "
+                                f"{one_line(problems)}; nothing was written; fix: promote a "
+                                "run JSON written by tirx-suite")
+        planned.append((path, doc, render_md(doc)))
+    # everything is validated and rendered before the first write; each write is atomic
+    for path, doc, md in planned:
+        save_text(path.with_name("baseline.md"), md)
         save_json(path, doc)
-        path.with_name("baseline.md").write_text(render_md(doc))
         written += [path, path.with_name("baseline.md")]
     return written
 

@@ -345,8 +345,11 @@ def cmd_run(args, backend: Backend) -> int:
                            prov=prov)
         comparison = None
         if not args.no_compare:
-            comparison = _compare(doc, args)
-            doc["comparison"] = comparison
+            try:
+                comparison = _compare(doc, args)
+                doc["comparison"] = comparison
+            except baselines.BaselineError as e:  # the run is kept; only the gate failed
+                doc["comparison_error"] = str(e)
         save_json(run_path, doc)
         report = write_report(doc, comparison, out_dir)
     code = exit_code(doc, comparison)
@@ -365,7 +368,7 @@ def _compare(doc: dict, args) -> dict:
 def exit_code(doc: dict, comparison: dict | None) -> int:
     if doc.get("interrupted"):
         return EXIT_INTERRUPTED
-    if any(r["status"] in FAILED for r in doc["rows"]):
+    if any(r["status"] in FAILED for r in doc["rows"]) or doc.get("comparison_error"):
         return EXIT_FAILED
     if comparison and comparison["regressions"]:
         return EXIT_REGRESSION
@@ -400,6 +403,8 @@ def _summarise(doc, comparison, run_path, report, code) -> None:
          + f" in {doc['duration_s']:g} s")
     if doc.get("stopped"):
         _err(f"stopped: {doc['stopped']}")
+    if doc.get("comparison_error"):
+        _err(f"no comparison: {doc['comparison_error']}")
     if comparison is not None:
         regress = [r for r in comparison["rows"] if r["verdict"] == "regression"]
         for r in regress:
