@@ -63,7 +63,7 @@ def test_promotion_refusals(tmp_path, doc, reason):
 
 def test_force_promotes_only_the_measured_rows(tmp_path):
     doc = run([row("a", "x"), row("a", "y", "FAIL"), row("a", "z", "SKIP")], dirty=True)
-    written = B.promote(doc, tmp_path, force=True)
+    written = B.promote(doc, tmp_path, force=True).written
     assert {p.name for p in written} == {"baseline.json", "baseline.md"}
     rows, base = baseline_rows(tmp_path)
     assert list(rows) == [("a", "x")]
@@ -89,10 +89,18 @@ def test_replace_drops_and_merge_keeps_unrelated_rows(tmp_path):
     assert "# Baseline: NVIDIA H200 (`nvidia-h200`)" in md
     assert "| x | proton | 9.00 | 15.00 | 1.667 |" in md and "### b (fam)" in md
     assert "| r2 |" in md and "merge" in md
-    # a full default sweep replaces: b/x and c/x are gone
+    # a full default sweep updates what it measured and keeps the rest ...
     B.promote(run([row("a", "x", tirx=8.0)], run_id="r3"), tmp_path)
     rows, base = baseline_rows(tmp_path)
-    assert list(rows) == [("a", "x")] and len(base["history"]) == 1
+    assert sorted(rows) == [("a", "x"), ("b", "x"), ("c", "x")]
+    assert rows[("a", "x")]["run_id"] == "r3" and rows[("b", "x")]["run_id"] == "r1"
+    assert [h["mode"] for h in base["history"]] == ["replace", "merge", "replace"]
+    # ... unless told to prune the rows the sweep no longer has
+    done = B.promote(run([row("a", "x", tirx=8.0)], run_id="r4"), tmp_path, prune=True)
+    rows, base = baseline_rows(tmp_path)
+    assert list(rows) == [("a", "x")] and done.pruned == [("nvidia-h200", "b", "x"),
+                                                          ("nvidia-h200", "c", "x")]
+    assert base["history"][-1]["pruned"] == 2
 
 
 def test_compare_thresholds_from_noise(tmp_path):
@@ -253,3 +261,35 @@ def test_the_committed_baseline_is_valid():
     root = Path(__file__).resolve().parents[2] / "baselines"
     for path in root.glob("*/baseline.json"):
         assert B.load(path)["rows"], path
+
+
+def test_replace_with_mostly_skip_rows_keeps_the_baseline(tmp_path, capsys):
+    """Row 2 of issue #27: 52 SKIP + 1 PASS shrank baseline.json from 65 rows to 1, exit 0."""
+    base = tmp_path / "base"
+    B.promote(run([row("k", f"c{i}", tirx=10.0 + i) for i in range(65)]), base)
+    sweep = run([row("k", "c0", tirx=9.0)] + [row("k", f"c{i}", "SKIP") for i in range(1, 53)],
+                run_id="r2")
+    sweep["rows"] += [row("k", f"c{i}", tirx=10.0 + i) for i in range(53, 65)]
+    path = save_json(tmp_path / "r2.json", sweep)
+    assert main(["promote", str(path), "--baselines", str(base)]) == 0
+    rows, doc = baseline_rows(base)
+    assert len(rows) == 65
+    assert rows[("k", "c0")]["impls_us"]["tirx"] == 9.0 and rows[("k", "c0")]["run_id"] == "r2"
+    # a SKIP row neither replaces nor deletes: the committed measurement stays
+    assert rows[("k", "c7")]["impls_us"]["tirx"] == 17.0 and rows[("k", "c7")]["run_id"] == "r1"
+    assert "kept 52 baseline row(s) this run did not measure" in capsys.readouterr().out
+
+
+def test_prune_lists_what_it_removes_and_never_removes_a_skip(tmp_path, capsys):
+    base = tmp_path / "base"
+    B.promote(run([row("a", "x"), row("a", "skipped"), row("a", "gone")]), base)
+    sweep = save_json(tmp_path / "r2.json", run([row("a", "x", tirx=9.0),
+                                                 row("a", "skipped", "SKIP")], run_id="r2"))
+    assert main(["promote", str(sweep), "--baselines", str(base), "--prune"]) == 0
+    out = capsys.readouterr().out
+    assert "removed nvidia-h200 a gone (not in this sweep)" in out
+    assert "skipped" not in out
+    rows, _ = baseline_rows(base)
+    assert sorted(rows) == [("a", "skipped"), ("a", "x")]
+    assert main(["promote", str(sweep), "--baselines", str(base), "--prune", "--merge"]) == 2
+    assert "--prune" in one_line(capsys.readouterr().err)

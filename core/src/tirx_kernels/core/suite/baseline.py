@@ -3,10 +3,12 @@
 """Committed per-GPU-model baselines: promote a run, and compare a run against them.
 
 ``baselines/<gpu model>/baseline.json`` (+ a generated ``baseline.md``) holds the PASS rows
-of promoted runs. ``promote`` replaces it with a complete default sweep; ``merge`` updates
-only the run's rows and keeps the others. Both refuse failed rows, an incomplete or
-interrupted run, and a dirty or unknown checkout unless forced; failed rows are never
-promoted, even when forced.
+of promoted runs. ``promote`` takes a complete default sweep, ``merge`` a targeted run; both
+update the rows the run measured and keep every other committed row (a SKIP neither
+replaces nor deletes); ``prune`` (complete sweeps only) removes the rows the sweep no longer
+has. Both refuse failed rows, an incomplete or interrupted run, and a dirty or unknown
+checkout unless forced; failed rows are never promoted, even when forced. Everything is
+validated before the first write, and each file is replaced atomically.
 
 Comparison: per row, our fastest implementation before and after. The default threshold
 comes from the measured noise: ``max(3%, 2 x spread)`` where spread is the larger
@@ -19,6 +21,7 @@ import json
 import statistics
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..impls import split
@@ -103,8 +106,26 @@ def refusals(run: dict, *, merge: bool) -> list[str]:
     return out
 
 
-def promote(run: dict, root: Path, *, merge: bool = False, force: bool = False) -> list[Path]:
-    """Write the run's PASS rows into the baseline of each GPU model; the written paths."""
+@dataclass
+class Promoted:
+    """What a promotion wrote, what it pruned, and how many rows it left unmeasured."""
+
+    written: list[Path]
+    pruned: list[tuple[str, str, str]]  # (gpu model, kernel, config)
+    kept: int  # committed rows this run did not measure, left as they were
+
+
+def promote(run: dict, root: Path, *, merge: bool = False, force: bool = False,
+            prune: bool = False) -> Promoted:
+    """Write the run's PASS rows into the baseline of each GPU model.
+
+    A committed row the run did not measure (a SKIP, a row not selected or not run) stays
+    as it is: a sweep that could not measure something must not erase its baseline.
+    ``prune`` (a complete default sweep only) removes the rows the sweep no longer has.
+    """
+    if prune and merge:
+        raise ValueError("prune needs a complete default sweep; a merged run cannot tell "
+                         "which rows left the sweep")
     reasons = refusals(run, merge=merge)
     if reasons and not force:
         raise PromotionRefused(reasons)
@@ -115,15 +136,21 @@ def promote(run: dict, root: Path, *, merge: bool = False, force: bool = False) 
     if not by_model:
         raise PromotionRefused(["the run has no measured PASS row to promote"])
     git = run["provenance"].get("git") or {}
-    written, planned = [], []
+    in_run = {(x["kernel"], x["config"]) for x in [*run["rows"], *(run.get("not_run") or [])]}
+    written, planned, pruned, unmeasured = [], [], [], 0
     for model, rows in by_model.items():
         path = baseline_path(root, model)
-        old = load(path) if merge else None
+        old = load(path)
         kept = {(r["kernel"], r["config"]): r for r in (old or {}).get("rows", [])}
+        gone = sorted(key for key in kept if key not in in_run) if prune else []
+        for key in gone:
+            del kept[key]
+        pruned += [(model, *key) for key in gone]
         for r in rows:
             kept[(r["kernel"], r["config"])] = {**{k: r.get(k) for k in ROW_KEYS},
                                                 "run_id": run["run_id"],
                                                 "commit": git.get("commit")}
+        unmeasured += len(kept) - len(rows)
         drivers = sorted({g.get("driver") for g in run["provenance"].get("gpus", [])
                           if g.get("name") and row_model({"gpu_name": g["name"]}) == model
                           and g.get("driver")})
@@ -132,7 +159,8 @@ def promote(run: dict, root: Path, *, merge: bool = False, force: bool = False) 
             and bool(reasons), "promoted": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "measured": run.get("started"), "commit": git.get("commit"),
             "dirty": git.get("dirty"), "driver": ", ".join(drivers) or None,
-            "versions": run["provenance"].get("versions"), "rows": len(rows)}]
+            "versions": run["provenance"].get("versions"), "rows": len(rows),
+            "pruned": len(gone)}]
         doc = {"schema_version": SCHEMA_VERSION, "gpu_model": model,
                "gpu_name": rows[0].get("gpu_name"),
                "rows": sorted(kept.values(), key=lambda r: (r["kernel"], r["config"])),
@@ -148,7 +176,7 @@ def promote(run: dict, root: Path, *, merge: bool = False, force: bool = False) 
         save_text(path.with_name("baseline.md"), md)
         save_json(path, doc)
         written += [path, path.with_name("baseline.md")]
-    return written
+    return Promoted(written, pruned, unmeasured)
 
 
 def render_md(doc: dict) -> str:

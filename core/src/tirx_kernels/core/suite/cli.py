@@ -4,7 +4,7 @@
 
   tirx-suite [--kernel K] [--family F] [--config LABEL] [--all] [--workloads FILE] [options]
   tirx-suite --check-imports | --list
-  tirx-suite promote RUN.json [--merge] [--force]
+  tirx-suite promote RUN.json [--merge | --prune] [--force]
   tirx-suite compare RUN.json [--threshold PCT]
   tirx-suite report RUN.json
 
@@ -145,6 +145,9 @@ def _file_parser(cmd: str) -> argparse.ArgumentParser:
                        help="update only this run's rows, keep the others")
         p.add_argument("--force", action="store_true",
                        help="promote despite refusals (failed rows are still left out)")
+        p.add_argument("--prune", action="store_true",
+                       help="also remove the baseline rows this complete default sweep no "
+                       "longer has (each is listed); never a SKIP row")
         p.add_argument("--baselines", type=Path)
     else:
         _compare_args(p)
@@ -485,10 +488,19 @@ class _no_interrupts:
 
 
 def cmd_promote(args) -> int:
+    if args.prune and args.merge:
+        raise UsageError("--prune needs a complete default sweep (promote without --merge); "
+                         "a targeted run cannot tell which rows left the sweep")
     run = load_run(args.run_json)
-    written = baselines.promote(run, args.baselines or baselines.default_dir(),
-                                merge=args.merge, force=args.force)
-    for path in written:
+    done = baselines.promote(run, args.baselines or baselines.default_dir(),
+                             merge=args.merge, force=args.force, prune=args.prune)
+    for model, kernel, config in done.pruned:
+        print(f"removed {model} {kernel} {config} (not in this sweep)")
+    if done.kept:
+        print(f"kept {done.kept} baseline row(s) this run did not measure (a SKIP, or not "
+              "selected)" + ("" if args.merge else "; --prune removes rows no longer in the "
+                             "sweep"))
+    for path in done.written:
         print(f"wrote {path}")
     return EXIT_OK
 
