@@ -413,3 +413,15 @@ def test_corrupt_baseline_keeps_the_run_and_fails_the_gate(tmp_path, capsys, cle
     assert "git checkout" in err
     report = (tmp_path / "out" / "reports" / doc["run_id"] / "report.md").read_text()
     assert "baseline.json" in report
+
+
+def test_an_unusable_lock_file_is_one_line_before_anything_runs(tmp_path, capsys, clean_git):
+    """Row 1/13 of issue #27 at the CLI: a planted lock symlink is refused, exit 2."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (tmp_path / "locks").mkdir(mode=0o1777)
+    (tmp_path / "locks" / "GPU-fake-0.lock").symlink_to(victim)
+    code, doc, backend = run_cli(tmp_path, suite(tmp_path, ("pass",)))
+    err = capsys.readouterr().err
+    assert code == 2 and backend.fake_executor.started == [] and "Traceback" not in err
+    assert "symbolic link" in err.strip().splitlines()[-1] and victim.read_text() == "keep me"

@@ -40,6 +40,7 @@ from . import baseline as baselines
 from .config import ConfigError, Workload, load_suite, load_workloads_file
 from .executor import ChildExecutor
 from .gpus import LockPool, NullMonitor, SmiMonitor, inventory
+from .lockfile import LockError
 from .plot import write_ratio_plot
 from .report import run_report
 from .results import (
@@ -117,8 +118,9 @@ def _run_parser() -> argparse.ArgumentParser:
                      help="do not watch the GPUs for foreign processes")
     run.add_argument("--monitor-interval", type=positive_float, default=1.0,
                      help="seconds between nvidia-smi polls (default 1.0)")
-    run.add_argument("--lock-dir", type=Path, help="GPU lock files (default: "
-                     "$TIRX_SUITE_LOCK_DIR or <tmp>/tirx-suite-locks)")
+    run.add_argument("--lock-dir", type=Path, help="GPU lock files, shared by every user of "
+                     "the host (default: $TIRX_SUITE_LOCK_DIR or <tmp>/tirx-suite-locks; "
+                     "created sticky, mode 1777)")
     out = p.add_argument_group("results")
     out.add_argument("--out-dir", type=Path, default=Path(".bench-suite"),
                      help="runs/, logs and reports/ go here (default: .bench-suite)")
@@ -177,7 +179,7 @@ def main(argv=None, *, backend: Backend | None = None) -> int:
             print(f"  {problem}", file=sys.stderr)
         return EXIT_USAGE
     except (UsageError, UnknownKernel, UnknownConfig, RunFileError, PluginError, RegistryError,
-            MetaError, baselines.BaselineError) as e:
+            MetaError, baselines.BaselineError, LockError) as e:
         _err(str(e))
         return EXIT_USAGE
     except baselines.PromotionRefused as e:
@@ -325,8 +327,8 @@ def cmd_run(args, backend: Backend) -> int:
                                          options=options, prov=prov))
 
     events = Progress(workloads, save_partial)
+    pool = backend.pool(gpus, args.lock_dir)  # an unusable lock file: LockError, nothing ran
     monitor = backend.monitor(args.monitor_interval) if use_monitor else NullMonitor()
-    pool = backend.pool(gpus, args.lock_dir)
     executor = backend.executor(run_dir, rounds=args.rounds, cooldown_s=args.cooldown,
                                 cache_root=(args.cache_dir or out_dir / "cache").resolve(),
                                 versions=prov["versions"])
