@@ -3,11 +3,14 @@
 """tirx-run end to end in subprocesses: statuses, exit codes, JSON, timeouts, crashes."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
-from conftest import HEADER, kernel_source
+from conftest import HEADER, kernel_source, kill_leftovers, wait_gone
 
 MODES = ["pass", "fail", "skip", "error", "crash", "hang"]
 CONFIGS = repr([{"label": m, "mode": m} for m in MODES])
@@ -178,3 +181,69 @@ def test_numbers_must_be_finite_and_in_range(modes_family, args, message):
     assert message in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr  # one line, no usage dump
     assert "--help" in p.stderr  # where to look for the fix
+
+
+def start_with_a_hanging_child(*extra):
+    """tirx-run running ``pass`` and ``hang`` (-j 2) once only the hanging child is left:
+    (the tirx-run process, the pid of its hanging worker)."""
+    args = ["test", "--kernel", "alpha_kern", "--config", "pass", "--config", "hang",
+            "--json", "-j", "2", *extra]
+    p = subprocess.Popen([sys.executable, "-m", "tirx_kernels.core.cli", *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        children = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
+                                  text=True).stdout.split()
+        if len(children) == 1 and "PASS" in _peek_progress(p):
+            return p, int(children[0])
+    p.kill()
+    raise AssertionError("the hanging config never became the only child")
+
+
+def _peek_progress(p) -> str:
+    """The stderr so far, without blocking (progress lines)."""
+    import fcntl
+
+    fd = p.stderr.fileno()
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+    try:
+        chunk = p.stderr.read() or ""
+    except (BlockingIOError, TypeError):
+        chunk = ""
+    p.peeked = getattr(p, "peeked", "") + chunk
+    return p.peeked
+
+
+@pytest.mark.parametrize("how", ["SIGHUP", "SIGINT every 2 ms"])
+def test_hangup_or_repeated_ctrl_c_kills_the_worker_and_keeps_results(modes_family, how):
+    """Rows 4 and 5 of issue #27: SIGHUP left the worker running with no timeout; a second
+    Ctrl-C a few ms after the first lost the results and orphaned the workers."""
+    p, worker = start_with_a_hanging_child()
+    try:
+        if how == "SIGHUP":
+            p.send_signal(signal.SIGHUP)
+        else:  # repeated Ctrl-C: later ones land in the cleanup and in the output
+            for _ in range(20):
+                p.send_signal(signal.SIGINT)
+                time.sleep(0.002)
+        out, err = p.communicate(timeout=30)
+        assert p.returncode == 130, err
+        data = json.loads(out)
+        assert data["interrupted"] is True
+        assert [(r["label"], r["status"]) for r in data["results"]] == [("pass", "PASS")]
+        assert wait_gone([worker], timeout=5) == [], "the hanging worker outlived tirx-run"
+    finally:
+        p.kill()
+        kill_leftovers([worker])
+
+
+def test_kill_9_of_tirx_run_takes_the_worker_down(modes_family):
+    """Row 4 of issue #27: a worker whose tirx-run died (kill -9) ran on, no timeout."""
+    p, worker = start_with_a_hanging_child()
+    try:
+        p.kill()
+        p.wait()
+        assert wait_gone([worker]) == [], "the worker outlived its killed parent"
+    finally:
+        kill_leftovers([worker])

@@ -4,11 +4,14 @@
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import HEADER, PLUGIN, kernel_source
+from conftest import HEADER, PLUGIN, kernel_source, kill_leftovers, wait_gone
 from test_suite_support import FakeBackend, FakeKernel, FakeRegistry, fake_gpus, write_yaml
 
 from tirx_kernels.core.suite import cli, results
@@ -425,3 +428,64 @@ def test_an_unusable_lock_file_is_one_line_before_anything_runs(tmp_path, capsys
     err = capsys.readouterr().err
     assert code == 2 and backend.fake_executor.started == [] and "Traceback" not in err
     assert "symbolic link" in err.strip().splitlines()[-1] and victim.read_text() == "keep me"
+
+
+def start_suite_with_a_hanging_child(tmp_path):
+    """tirx-suite in its own process (two fake GPUs) running ``pass`` and ``hang``, once
+    ``pass`` is done and ``hang`` runs: (the suite process, the hanging worker's pid, out)."""
+    out, yaml = tmp_path / "out", tmp_path / "w.yaml"
+    yaml.write_text("workloads:\n  - {kernel: child_kern, config: pass}\n"
+                    "  - {kernel: child_kern, config: hang}\n")
+    p = subprocess.Popen([sys.executable, "-m", "tirx_kernels.core.suite", "--workloads",
+                          str(yaml), "--out-dir", str(out), "--lock-dir", str(tmp_path / "locks"),
+                          "--no-compare", "--no-monitor", "--rounds", "1", "--cooldown", "0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "TIRX_SUITE_GIT_COMMIT": "a" * 40,
+                              "TIRX_SUITE_GIT_DIRTY": "0"})
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        runs = list((out / "runs").glob("*.json"))
+        logs = [x.read_text() for x in (out / "runs").glob("*/logs/*hang*.log")]
+        done = runs and [r["config"] for r in json.loads(runs[0].read_text())["rows"]]
+        if done == ["pass"] and logs and logs[0].startswith("child"):
+            return p, int(logs[0].split()[1]), out
+        if p.poll() is not None:
+            break
+    p.kill()
+    raise AssertionError(f"the hanging workload never started: {p.communicate()[1]}")
+
+
+@pytest.mark.parametrize("how", ["SIGHUP", "SIGINT every 2 ms"])
+def test_suite_hangup_or_repeated_ctrl_c_kills_the_worker_and_writes_the_run(
+        tmp_path, child_family, fake_nvidia_smi, how):
+    """Rows 4 and 5 of issue #27 for tirx-suite."""
+    p, worker, out = start_suite_with_a_hanging_child(tmp_path)
+    try:
+        if how == "SIGHUP":
+            p.send_signal(signal.SIGHUP)
+        else:  # repeated Ctrl-C: later ones land in the cleanup and in the writing
+            for _ in range(20):
+                p.send_signal(signal.SIGINT)
+                time.sleep(0.002)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 130, err
+        doc = json.loads(next((out / "runs").glob("*.json")).read_text())
+        assert doc["interrupted"] and [r["status"] for r in doc["rows"]] == ["PASS"]
+        assert [x["config"] for x in doc["not_run"]] == ["hang"]
+        assert (out / "reports" / doc["run_id"] / "report.md").exists()
+        assert wait_gone([worker], timeout=5) == [], "the hanging worker outlived the suite"
+    finally:
+        p.kill()
+        kill_leftovers([worker])
+
+
+def test_kill_9_of_the_suite_takes_the_worker_down(tmp_path, child_family, fake_nvidia_smi):
+    """Row 4 of issue #27: a worker whose suite died (kill -9) ran on, with no timeout."""
+    p, worker, _ = start_suite_with_a_hanging_child(tmp_path)
+    try:
+        p.kill()
+        p.wait()
+        assert wait_gone([worker]) == [], "the worker outlived its killed parent"
+    finally:
+        kill_leftovers([worker])

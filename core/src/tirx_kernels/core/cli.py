@@ -3,7 +3,8 @@
 """``tirx-run``: list kernels and families, test and bench kernel configs.
 
 Exit codes: 0 nothing failed, 1 a FAIL/ERROR/TIMEOUT, 2 a usage error (unknown kernel,
-family or label; broken families under --strict), 130 interrupted.
+family or label; broken families under --strict), 130 interrupted (Ctrl-C, SIGTERM or
+SIGHUP: the running children are killed and reaped, what finished is still printed).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from .cliargs import Parser, non_negative_float, positive_float, positive_int
 from .impls import is_ours, ratio
+from .interrupts import StopSignals, raise_interrupt
 from .meta import MetaError
 from .plugins import PluginError
 from .registry import Registry, RegistryError, UnknownConfig, UnknownKernel
@@ -70,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # `timeout`, CI cancel: as Ctrl-C
+    # `timeout`, a CI cancel, a closed terminal: as Ctrl-C (a run defers them: StopSignals)
+    previous = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         registry = Registry.load(strict=args.strict)
         return COMMANDS[args.command](registry, args)
@@ -84,11 +87,8 @@ def main(argv=None) -> int:
         print("tirx-run: interrupted", file=sys.stderr)
         return 130
     finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _warn_broken(registry: Registry) -> None:
@@ -166,15 +166,18 @@ def _requests(registry: Registry, args, action: str) -> list[Request]:
     return requests
 
 
-def _run_all(requests: list[Request], args, jobs: int = 1) -> tuple[list[Result], bool]:
+def _run_all(requests: list[Request], args, stop: StopSignals,
+             jobs: int = 1) -> tuple[list[Result], bool]:
     """Run requests in child processes, ``jobs`` at a time, reporting progress on stderr.
 
     Returns the finished results in request order and whether the run was interrupted
-    (Ctrl-C or SIGTERM: running children are killed, finished results are kept).
+    (a stop signal: running children are killed, finished results are kept). Every exit,
+    an error included, kills and reaps the running children.
     """
     total, done, pending = len(requests), [], list(enumerate(requests))
     running: list[tuple[int, ChildRun]] = []
     started = time.monotonic()
+    interrupted = False
     try:
         while pending or running:
             while pending and len(running) < jobs:
@@ -185,6 +188,7 @@ def _run_all(requests: list[Request], args, jobs: int = 1) -> tuple[list[Result]
                       flush=True)
                 running.append((i, ChildRun(req, log_path=log)))
             time.sleep(0.05)
+            stop.check()
             for item in list(running):
                 i, child = item
                 if child.poll():
@@ -197,12 +201,14 @@ def _run_all(requests: list[Request], args, jobs: int = 1) -> tuple[list[Result]
                 done.append((i, result))
                 _progress(result, len(done), total, time.monotonic() - started)
     except KeyboardInterrupt:
+        interrupted = True
+    finally:
         for _, child in running:
             child.kill()
+    if interrupted:
         print(f"tirx-run: interrupted after {len(done)}/{total} config(s); killed "
               f"{len(running)} running", file=sys.stderr)
-        return [r for _, r in sorted(done, key=lambda x: x[0])], True
-    return [r for _, r in sorted(done, key=lambda x: x[0])], False
+    return [r for _, r in sorted(done, key=lambda x: x[0])], interrupted
 
 
 def _progress(r: Result, n: int, total: int, elapsed: float) -> None:
@@ -223,7 +229,13 @@ def _summary(results: list[Result]) -> dict:
 
 def cmd_test(registry: Registry, args) -> int:
     _warn_broken(registry)
-    results, interrupted = _run_all(_requests(registry, args, "test"), args, jobs=args.jobs)
+    requests = _requests(registry, args, "test")
+    with StopSignals() as stop:  # until the results are out, a stop signal cannot cut in
+        results, interrupted = _run_all(requests, args, stop, jobs=args.jobs)
+        return _report_test(results, interrupted, args)
+
+
+def _report_test(results: list[Result], interrupted: bool, args) -> int:
     summary = _summary(results)
     if args.json:
         print(json.dumps({"results": [r.to_json() for r in results], "summary": summary,
@@ -250,7 +262,13 @@ def _summary_line(s: dict) -> str:
 
 def cmd_bench(registry: Registry, args) -> int:
     _warn_broken(registry)
-    results, interrupted = _run_all(_requests(registry, args, "bench"), args)
+    requests = _requests(registry, args, "bench")
+    with StopSignals() as stop:
+        results, interrupted = _run_all(requests, args, stop)
+        return _report_bench(results, interrupted, args)
+
+
+def _report_bench(results: list[Result], interrupted: bool, args) -> int:
     rows = [_bench_row(r) for r in results]
     if args.json:
         print(json.dumps({"results": rows, "summary": _summary(results),

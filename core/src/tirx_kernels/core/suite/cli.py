@@ -10,7 +10,8 @@
 
 Exit codes: 0 ok, 1 a failure (FAIL, TIMEOUT, BASELINE_ERROR, an import error, a refused
 promotion), 2 a config or usage error (nothing ran), 3 a regression against the baseline
-beyond the threshold, 130 interrupted (the partial run is still written).
+beyond the threshold, 130 interrupted (Ctrl-C, SIGTERM or SIGHUP: the children are killed
+and reaped, the partial run is still written).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ..cliargs import (
     positive_int,
 )
 from ..impls import ratio
+from ..interrupts import StopSignals, raise_interrupt
 from ..meta import MetaError
 from ..plugins import PluginError
 from ..registry import Registry, RegistryError, UnknownConfig, UnknownKernel, did_you_mean
@@ -169,6 +171,8 @@ def main(argv=None, *, backend: Backend | None = None) -> int:
     except SystemExit as e:  # a usage error (one line printed) or --help
         return e.code
     backend = backend or Backend()
+    # a kill or a closed terminal acts as Ctrl-C (a run defers them: StopSignals)
+    previous = {s: _set_signal(s, raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         if cmd == "run":
             return cmd_run(args, backend)
@@ -191,6 +195,18 @@ def main(argv=None, *, backend: Backend | None = None) -> int:
     except KeyboardInterrupt:
         _err("interrupted")
         return EXIT_INTERRUPTED
+    finally:
+        for s, handler in previous.items():
+            if handler is not None:
+                _set_signal(s, handler)
+
+
+def _set_signal(signum, handler):
+    """Install a handler; the previous one (None off the main thread: nothing changed)."""
+    try:
+        return signal.signal(signum, handler)
+    except ValueError:
+        return None
 
 
 def _err(msg: str) -> None:
@@ -337,15 +353,14 @@ def cmd_run(args, backend: Backend) -> int:
                           keep_going=args.keep_going, events=events,
                           no_gpu_reason=f"no GPU: {gpu_source}",
                           **backend.scheduler_options())
-    previous = _set_signal(signal.SIGTERM, _raise_interrupt)  # a kill acts as Ctrl-C
-    try:
-        outcome = scheduler.run(workloads)
-    finally:
-        if previous is not None:
-            _set_signal(signal.SIGTERM, previous)
-        monitor.close()
-        pool.close()
-    with _no_interrupts():  # the partial run is written even on a second Ctrl-C
+    # a stop signal stops new starts at a safe point; later ones cannot cut the writing short
+    with StopSignals() as stop:
+        scheduler.stop_check = stop.check
+        try:
+            outcome = scheduler.run(workloads)
+        finally:
+            monitor.close()
+            pool.close()
         doc = run_document(run_id, started, outcome, selection=selection, options=options,
                            prov=prov)
         comparison = None
@@ -357,10 +372,10 @@ def cmd_run(args, backend: Backend) -> int:
                 doc["comparison_error"] = str(e)
         save_json(run_path, doc)
         report = write_report(doc, comparison, out_dir)
-    code = exit_code(doc, comparison)
-    _summarise(doc, comparison, run_path, report, code)
-    if args.json:
-        print(json.dumps(summary_json(doc, run_path, report, code), indent=1))
+        code = exit_code(doc, comparison)
+        _summarise(doc, comparison, run_path, report, code)
+        if args.json:
+            print(json.dumps(summary_json(doc, run_path, report, code), indent=1))
     return code
 
 
@@ -466,27 +481,6 @@ def _hms(seconds: float) -> str:
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
-def _set_signal(signum, handler):
-    """Install a handler; returns the previous one (None off the main thread: unchanged)."""
-    try:
-        return signal.signal(signum, handler)
-    except ValueError:
-        return None
-
-
-class _no_interrupts:
-    def __enter__(self):
-        self.previous = _set_signal(signal.SIGINT, signal.SIG_IGN)
-
-    def __exit__(self, *exc):
-        if self.previous is not None:
-            _set_signal(signal.SIGINT, self.previous)
 
 
 def cmd_promote(args) -> int:
