@@ -62,8 +62,22 @@ class Workload:
         return options
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects a key given twice in one mapping (PyYAML keeps the last)."""
+class _AliasRefused(yaml.YAMLError):
+    def __init__(self, anchor: str, line: int):
+        self.anchor, self.line = anchor, line
+        super().__init__(f"alias *{anchor} at line {line}")
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects a key given twice in one mapping (PyYAML keeps the last) and
+    every alias: nested aliases expand exponentially (a 400-byte "billion laughs" file is
+    gigabytes once expanded), and a suite file has no need for them."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise _AliasRefused(event.anchor, event.start_mark.line + 1)
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
         seen = set()
@@ -81,12 +95,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 def read_yaml(path: Path, problems: list[str]):
     try:
-        return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+        return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_StrictLoader)
     except OSError as e:
         problems.append(f"{path}: cannot read: {e}")
     except UnicodeDecodeError as e:
         problems.append(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); "
                         "fix: save the file as UTF-8")
+    except _AliasRefused as e:
+        problems.append(f"{path}: line {e.line}: YAML aliases (*{e.anchor}) are not allowed in "
+                        "suite files; fix: write the value out in full")
     except yaml.YAMLError as e:
         detail = " ".join(str(e).split())
         problems.append(f"{path}: malformed YAML: {detail}; fix: correct the YAML syntax")
