@@ -247,3 +247,48 @@ def test_kill_9_of_tirx_run_takes_the_worker_down(modes_family):
         assert wait_gone([worker]) == [], "the worker outlived its killed parent"
     finally:
         kill_leftovers([worker])
+
+
+def run_with_closed_stdout(*args):
+    """tirx-run with its stdout a pipe whose reader has gone (`| head -1` after one line)."""
+    p = subprocess.Popen([sys.executable, "-m", "tirx_kernels.core.cli", *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()  # before tirx-run writes anything: its first write breaks the pipe
+    err = p.stderr.read()
+    p.wait(timeout=120)
+    return p.returncode, err
+
+
+def test_list_into_a_closed_pipe_is_one_line(modes_family):
+    """Row 13 of issue #27: `tirx-run list | head -1` printed a BrokenPipeError traceback."""
+    code, err = run_with_closed_stdout("list")
+    assert code == 1 and "Traceback" not in err and "Exception ignored" not in err, err
+    assert err.count("\n") == 1 and "stdout was closed" in err
+
+
+def test_json_results_survive_a_closed_stdout(modes_family):
+    """Row 14 of issue #27: `test --json` results were lost when stdout was a closed pipe."""
+    import re
+
+    code, err = run_with_closed_stdout("test", "--kernel", "alpha_kern", "--config", "pass",
+                                       "--config", "fail", "--json")
+    assert code == 1 and "Traceback" not in err and "Exception ignored" not in err, err
+    line = err.strip().splitlines()[-1]
+    saved = re.search(r"saved in (\S+\.json)", line)
+    assert "stdout was closed" in line and saved, err
+    try:
+        data = json.loads(open(saved.group(1)).read())
+    finally:
+        os.unlink(saved.group(1))
+    assert [(r["label"], r["status"]) for r in data["results"]] == [("pass", "PASS"),
+                                                                    ("fail", "FAIL")]
+
+
+def test_unwritable_log_dir_is_refused_before_the_run(modes_family, tmp_path):
+    """Row 13 of issue #27: an unusable --log-dir gave a traceback after the run started."""
+    (tmp_path / "file").write_text("")
+    p = tirx_run("test", "--kernel", "alpha_kern", "--config", "pass",
+                 "--log-dir", str(tmp_path / "file" / "logs"))
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    [line] = p.stderr.strip().splitlines()  # one line; no config started
+    assert "--log-dir" in line and str(tmp_path / "file" / "logs") in line and "fix:" in line

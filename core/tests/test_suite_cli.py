@@ -489,3 +489,25 @@ def test_kill_9_of_the_suite_takes_the_worker_down(tmp_path, child_family, fake_
         assert wait_gone([worker]) == [], "the worker outlived its killed parent"
     finally:
         kill_leftovers([worker])
+
+
+@pytest.mark.parametrize("option", ["--out-dir", "--cache-dir"])
+def test_unwritable_output_folder_is_refused_before_the_run(tmp_path, capsys, clean_git, option):
+    """Row 13 of issue #27: an unusable --out-dir gave a traceback after the run started."""
+    (tmp_path / "file").write_text("")
+    bad = tmp_path / "file" / "sub"
+    code, doc, backend = run_cli(tmp_path, suite(tmp_path, ("pass",)), option, str(bad))
+    err = capsys.readouterr().err
+    assert code == 2 and backend.fake_executor.started == [] and "Traceback" not in err
+    assert option in err.strip().splitlines()[-1] and str(bad) in err
+
+
+def test_suite_list_into_a_closed_pipe_is_one_line(tmp_path, child_family):
+    """Row 13 of issue #27 for tirx-suite: `tirx-suite --list | head -1`."""
+    p = subprocess.Popen([sys.executable, "-m", "tirx_kernels.core.suite", "--list", "--all"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()
+    err = p.stderr.read()
+    p.wait(timeout=120)
+    assert p.returncode == 1 and "Traceback" not in err and "Exception ignored" not in err, err
+    assert err.count("\n") == 1 and "stdout was closed" in err

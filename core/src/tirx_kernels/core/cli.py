@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
+import traceback
 from pathlib import Path
 
-from .cliargs import Parser, non_negative_float, positive_float, positive_int
+from .cliargs import Parser, non_negative_float, positive_float, positive_int, unwritable
 from .impls import is_ours, ratio
 from .interrupts import StopSignals, raise_interrupt
 from .meta import MetaError
+from .output import StdoutClosed, emit, flush_stdout, note, stdout_closed_line
 from .plugins import PluginError
 from .registry import Registry, RegistryError, UnknownConfig, UnknownKernel
 from .runner import FAILED, STATUSES, ChildRun, Request, Result
@@ -76,16 +79,30 @@ def main(argv=None) -> int:
     previous = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         registry = Registry.load(strict=args.strict)
-        return COMMANDS[args.command](registry, args)
+        code = COMMANDS[args.command](registry, args)
+        flush_stdout()
+        return code
     except (UsageError, UnknownKernel, UnknownConfig) as e:
-        print(f"tirx-run: error: {e}", file=sys.stderr)
+        note(f"tirx-run: error: {e}")
         return 2
     except (PluginError, RegistryError, MetaError) as e:
-        print(f"tirx-run: error: {e}", file=sys.stderr)
+        note(f"tirx-run: error: {e}")
         return 2
+    except StdoutClosed as e:
+        note(stdout_closed_line("tirx-run", e))
+        return e.code or 1
+    except BrokenPipeError:  # a listing written to a reader that left (`| head -1`)
+        note(stdout_closed_line("tirx-run", StdoutClosed()))
+        return 1
     except KeyboardInterrupt:
-        print("tirx-run: interrupted", file=sys.stderr)
+        note("tirx-run: interrupted")
         return 130
+    except Exception as e:  # noqa: BLE001 - a bug must still be one line, not a traceback
+        note(f"tirx-run: internal error: {type(e).__name__}: {e}; fix: report it with the "
+             "traceback that TIRX_KERNELS_DEBUG=1 prints")
+        if os.environ.get("TIRX_KERNELS_DEBUG"):
+            traceback.print_exc()
+        return 1
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -93,8 +110,7 @@ def main(argv=None) -> int:
 
 def _warn_broken(registry: Registry) -> None:
     for b in registry.broken:
-        print(f"warning: family {b.name!r} ({b.distribution}) skipped: {b.error}",
-              file=sys.stderr)
+        note(f"warning: family {b.name!r} ({b.distribution}) skipped: {b.error}")
 
 
 def cmd_list(registry: Registry, args) -> int:
@@ -163,6 +179,10 @@ def _requests(registry: Registry, args, action: str) -> list[Request]:
             requests.append(Request(k.name, label, action, options))
     if not requests:
         raise UsageError("nothing selected: no kernels installed for that selection")
+    problem = args.log_dir and unwritable(args.log_dir)
+    if problem:  # found now, not halfway through the run
+        raise UsageError(f"--log-dir {args.log_dir} is not a writable folder ({problem}); "
+                         "fix: pass a folder you can write, or leave --log-dir out")
     return requests
 
 
@@ -184,8 +204,7 @@ def _run_all(requests: list[Request], args, stop: StopSignals,
                 i, req = pending.pop(0)
                 log = args.log_dir / f"{req.kernel}.{req.label}.{req.action}.log" \
                     if args.log_dir else None
-                print(f"[{i + 1}/{total}] {req.kernel} {req.label} ...", file=sys.stderr,
-                      flush=True)
+                note(f"[{i + 1}/{total}] {req.kernel} {req.label} ...")
                 running.append((i, ChildRun(req, log_path=log)))
             time.sleep(0.05)
             stop.check()
@@ -206,19 +225,19 @@ def _run_all(requests: list[Request], args, stop: StopSignals,
         for _, child in running:
             child.kill()
     if interrupted:
-        print(f"tirx-run: interrupted after {len(done)}/{total} config(s); killed "
-              f"{len(running)} running", file=sys.stderr)
+        note(f"tirx-run: interrupted after {len(done)}/{total} config(s); killed "
+             f"{len(running)} running")
     return [r for _, r in sorted(done, key=lambda x: x[0])], interrupted
 
 
 def _progress(r: Result, n: int, total: int, elapsed: float) -> None:
-    note = ""
+    why = ""
     if r.status == "PASS" and r.launched is False:
-        note = " (compile only; launch skipped)"
+        why = " (compile only; launch skipped)"
     elif r.status != "PASS":
-        note = f": {r.detail.splitlines()[0] if r.detail else ''}"
-    print(f"  {r.status:<7} {r.kernel} {r.label} {r.seconds:.1f}s{note}  "
-          f"[{n}/{total} done, {elapsed:.0f}s]", file=sys.stderr, flush=True)
+        why = f": {r.detail.splitlines()[0] if r.detail else ''}"
+    note(f"  {r.status:<7} {r.kernel} {r.label} {r.seconds:.1f}s{why}  "
+         f"[{n}/{total} done, {elapsed:.0f}s]")
 
 
 def _summary(results: list[Result]) -> dict:
@@ -237,15 +256,16 @@ def cmd_test(registry: Registry, args) -> int:
 
 def _report_test(results: list[Result], interrupted: bool, args) -> int:
     summary = _summary(results)
+    doc = {"results": [r.to_json() for r in results], "summary": summary,
+           "interrupted": interrupted}
     if args.json:
-        print(json.dumps({"results": [r.to_json() for r in results], "summary": summary,
-                          "interrupted": interrupted}, indent=2))
+        text = json.dumps(doc, indent=2)
     else:
-        for r in results:
-            if r.status in FAILED:
-                print(f"--- {r.status} {r.kernel} {r.label}\n{r.detail}\n")
-        print(_summary_line(summary))
-    return _exit_code(results, interrupted)
+        text = "".join(f"--- {r.status} {r.kernel} {r.label}\n{r.detail}\n\n"
+                       for r in results if r.status in FAILED) + _summary_line(summary)
+    code = _exit_code(results, interrupted)
+    emit(text, results=doc, code=code, prog="tirx-run")  # stdout gone: saved to a file
+    return code
 
 
 def _exit_code(results: list[Result], interrupted: bool) -> int:
@@ -270,14 +290,14 @@ def cmd_bench(registry: Registry, args) -> int:
 
 def _report_bench(results: list[Result], interrupted: bool, args) -> int:
     rows = [_bench_row(r) for r in results]
+    doc = {"results": rows, "summary": _summary(results), "interrupted": interrupted}
     if args.json:
-        print(json.dumps({"results": rows, "summary": _summary(results),
-                          "interrupted": interrupted}, indent=2))
+        text = json.dumps(doc, indent=2)
     else:
-        for row in rows:
-            print(_format_bench_row(row))
-        print(_summary_line(_summary(results)))
-    return _exit_code(results, interrupted)
+        text = "\n".join([*map(_format_bench_row, rows), _summary_line(doc["summary"])])
+    code = _exit_code(results, interrupted)
+    emit(text, results=doc, code=code, prog="tirx-run")
+    return code
 
 
 def _bench_row(r: Result) -> dict:

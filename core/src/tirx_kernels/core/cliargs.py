@@ -5,7 +5,8 @@
 Number types refuse NaN and infinity while parsing: NaN compares false with everything, so
 a plain ``x <= 0`` check lets ``--timeout nan`` (never expires) or ``--threshold nan`` (the
 regression gate never fires) through. Parse errors are one line naming the argument, the
-problem and where the fix is documented (``--help``), exit 2.
+problem and where the fix is documented (``--help``), exit 2. Output folders are checked
+(and created) before a run starts, never found unwritable halfway through it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import tempfile
+from pathlib import Path
 
 
 class Parser(argparse.ArgumentParser):
@@ -47,3 +50,14 @@ def positive_int(text: str) -> int:
 
 def non_negative_int(text: str) -> int:
     return _number(text, int, "an integer >= 0", lambda v: v >= 0)
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why ``folder`` cannot take output (it is created when missing); None when it can."""
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    return None

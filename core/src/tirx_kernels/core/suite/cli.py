@@ -31,10 +31,12 @@ from ..cliargs import (
     non_negative_int,
     positive_float,
     positive_int,
+    unwritable,
 )
 from ..impls import ratio
 from ..interrupts import StopSignals, raise_interrupt
 from ..meta import MetaError
+from ..output import StdoutClosed, emit, flush_stdout, note, stdout_closed_line
 from ..plugins import PluginError
 from ..registry import Registry, RegistryError, UnknownConfig, UnknownKernel, did_you_mean
 from . import FAILED, INTERFERED
@@ -175,8 +177,12 @@ def main(argv=None, *, backend: Backend | None = None) -> int:
     previous = {s: _set_signal(s, raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         if cmd == "run":
-            return cmd_run(args, backend)
-        return {"promote": cmd_promote, "compare": cmd_compare, "report": cmd_report}[cmd](args)
+            code = cmd_run(args, backend)
+        else:
+            code = {"promote": cmd_promote, "compare": cmd_compare,
+                    "report": cmd_report}[cmd](args)
+        flush_stdout()
+        return code
     except ConfigError as e:
         _err(f"invalid suite configuration ({len(e.problems)} problem(s)); nothing ran:")
         for problem in e.problems:
@@ -192,9 +198,25 @@ def main(argv=None, *, backend: Backend | None = None) -> int:
             print(f"  {reason}", file=sys.stderr)
         print("  (--force promotes anyway; failed rows are never promoted)", file=sys.stderr)
         return EXIT_FAILED
+    except StdoutClosed as e:
+        note(stdout_closed_line(PROG, e))
+        return e.code or EXIT_FAILED
+    except BrokenPipeError:  # a listing written to a reader that left (`| head -1`)
+        note(stdout_closed_line(PROG, StdoutClosed()))
+        return EXIT_FAILED
     except KeyboardInterrupt:
         _err("interrupted")
         return EXIT_INTERRUPTED
+    except OSError as e:  # e.g. a disk that filled up while writing the run
+        _err(f"error: {e.strerror or e}{f': {e.filename}' if e.filename else ''}; fix: free "
+             "space or pass a writable --out-dir")
+        return EXIT_FAILED
+    except Exception as e:  # noqa: BLE001 - a bug must still be one line, not a traceback
+        _err(f"internal error: {type(e).__name__}: {e}; fix: report it with the traceback "
+             "that TIRX_KERNELS_DEBUG=1 prints")
+        if os.environ.get("TIRX_KERNELS_DEBUG"):
+            traceback.print_exc()
+        return EXIT_FAILED
     finally:
         for s, handler in previous.items():
             if handler is not None:
@@ -210,7 +232,7 @@ def _set_signal(signum, handler):
 
 
 def _err(msg: str) -> None:
-    print(f"{PROG}: {msg}", file=sys.stderr, flush=True)
+    note(f"{PROG}: {msg}")
 
 
 def select(registry, args) -> tuple[list[Workload], dict]:
@@ -315,6 +337,12 @@ def cmd_run(args, backend: Backend) -> int:
     found, gpu_source = backend.gpus()
     gpus = _choose_gpus(found, args.gpus)
     out_dir = args.out_dir.resolve()
+    cache_root = (args.cache_dir or out_dir / "cache").resolve()
+    for option, folder in (("--out-dir", out_dir), ("--cache-dir", cache_root)):
+        problem = unwritable(folder)
+        if problem:  # found now, not when the first row is saved
+            raise UsageError(f"{option} {folder} is not a writable folder ({problem}); fix: "
+                             f"pass {option} with a folder you can write")
     run_id = new_run_id()
     for n in range(2, 1000):  # same second, same process (tests): keep both runs
         if not (out_dir / "runs" / f"{run_id}.json").exists():
@@ -339,14 +367,17 @@ def cmd_run(args, backend: Backend) -> int:
     def save_partial(rows, remaining):
         outcome = Outcome(rows, [(w, "not finished (run in progress or killed)")
                                  for w in remaining])
-        save_json(run_path, run_document(run_id, started, outcome, selection=selection,
-                                         options=options, prov=prov))
+        try:
+            save_json(run_path, run_document(run_id, started, outcome, selection=selection,
+                                             options=options, prov=prov))
+        except OSError as e:  # e.g. a full disk: the run goes on; the final save says more
+            _err(f"warning: could not save the partial run to {run_path}: {e.strerror or e}")
 
     events = Progress(workloads, save_partial)
     pool = backend.pool(gpus, args.lock_dir)  # an unusable lock file: LockError, nothing ran
     monitor = backend.monitor(args.monitor_interval) if use_monitor else NullMonitor()
     executor = backend.executor(run_dir, rounds=args.rounds, cooldown_s=args.cooldown,
-                                cache_root=(args.cache_dir or out_dir / "cache").resolve(),
+                                cache_root=cache_root,
                                 versions=prov["versions"])
     scheduler = Scheduler(executor, pool, monitor, timeout_s=args.timeout,
                           max_retries=args.retries, retry_delay_s=args.retry_delay,
@@ -374,8 +405,9 @@ def cmd_run(args, backend: Backend) -> int:
         report = write_report(doc, comparison, out_dir)
         code = exit_code(doc, comparison)
         _summarise(doc, comparison, run_path, report, code)
-        if args.json:
-            print(json.dumps(summary_json(doc, run_path, report, code), indent=1))
+        if args.json:  # stdout gone: the run JSON on disk has it all
+            emit(json.dumps(summary_json(doc, run_path, report, code), indent=1),
+                 saved=run_path, code=code)
     return code
 
 
@@ -444,7 +476,10 @@ class Progress(Events):
         self.rows = []
 
     def _print(self, msg: str) -> None:
-        print(msg, file=self.out or sys.stderr, flush=True)
+        if self.out is None:
+            note(msg)
+        else:
+            print(msg, file=self.out, flush=True)
 
     def _times(self, done: int, total: int) -> str:
         elapsed = self.clock() - self.t0
