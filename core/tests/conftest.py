@@ -99,12 +99,15 @@ class FakeSite:
         monkeypatch.delenv("TIRX_KERNELS_DISABLE", raising=False)
 
     def family(self, name, kernels: dict[str, str] | None = None, *, category=None,
-               protocol=True, plugin=None, dist=None, files: dict[str, str] | None = None):
-        """Install fake family ``name`` with kernel modules {module_name: source}."""
+               protocol=True, plugin=None, dist=None, files: dict[str, str] | None = None,
+               package=None):
+        """Install fake family ``name`` with kernel modules {module_name: source}, as the
+        import package ``package`` (default ``fake_<name>``) of distribution ``dist``."""
         category = category or name
         kernels = kernels if kernels is not None else {
             "kern": kernel_source(f"{name}_kern", category)}
-        pkg = self.root / f"fake_{name}"
+        package = package or f"fake_{name}"
+        pkg = self.root / package
         pkg.mkdir()
         (pkg / "__init__.py").write_text(HEADER)
         if plugin is None:
@@ -121,9 +124,9 @@ class FakeSite:
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
         (info / "entry_points.txt").write_text(
-            f"[tirx_kernels]\n{name} = fake_{name}.plugin\n")
+            f"[tirx_kernels]\n{name} = {package}.plugin\n")
         self.names.append(name)
-        self.monkeypatch.setenv("TIRX_KERNELS_FAMILIES", ",".join(self.names))
+        self.monkeypatch.setenv("TIRX_KERNELS_FAMILIES", ",".join(dict.fromkeys(self.names)))
         importlib.invalidate_caches()
         return pkg
 
@@ -139,7 +142,7 @@ def fake_site(tmp_path, monkeypatch):
     root = tmp_path / "site"
     root.mkdir()
     yield FakeSite(root, monkeypatch)
-    for mod in [m for m in sys.modules if m.startswith("fake_")]:
+    for mod in [m for m in sys.modules if m.startswith(("fake_", "impostor"))]:
         del sys.modules[mod]
 
 

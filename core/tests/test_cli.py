@@ -292,3 +292,15 @@ def test_unwritable_log_dir_is_refused_before_the_run(modes_family, tmp_path):
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     [line] = p.stderr.strip().splitlines()  # one line; no config started
     assert "--log-dir" in line and str(tmp_path / "file" / "logs") in line and "fix:" in line
+
+
+@pytest.mark.parametrize("args", [["--strict", "plugins"], ["plugins", "--strict"],
+                                  ["list", "--strict"], ["test", "--strict", "--kernel",
+                                                         "alpha_kern", "--config", "pass"]])
+def test_strict_before_or_after_the_subcommand(modes_family, args):
+    modes_family.family("broken", plugin=HEADER + "raise ImportError('no such thing')\n")
+    p = tirx_run(*args)
+    assert p.returncode == 2, p.stderr
+    assert "family 'broken' from fake-broken failed to load" in p.stderr
+    p = tirx_run(*[a for a in args if a != "--strict"])
+    assert p.returncode == 0, p.stderr  # without it: a warning, the rest works

@@ -36,21 +36,26 @@ class UsageError(Exception):
 
 def _parser() -> argparse.ArgumentParser:
     p = Parser(prog="tirx-run", description=__doc__.splitlines()[0])
-    p.add_argument("--strict", action="store_true", default=None,
-                   help="a family that fails to load is an error (env TIRX_KERNELS_STRICT=1)")
+    strict_help = "a family that fails to load is an error (env TIRX_KERNELS_STRICT=1)"
+    p.add_argument("--strict", action="store_true", default=None, help=strict_help)
     sub = p.add_subparsers(dest="command", required=True)
+    # --strict is also accepted after the subcommand; SUPPRESS keeps one given before it
+    common = Parser(add_help=False)
+    common.add_argument("--strict", action="store_true", default=argparse.SUPPRESS,
+                        help=strict_help)
 
-    ls = sub.add_parser("list", help="kernels with family, archs and config labels")
+    ls = sub.add_parser("list", parents=[common],
+                        help="kernels with family, archs and config labels")
     ls.add_argument("--family")
     ls.add_argument("--format", choices=("text", "json", "markdown"), default="text")
 
-    pl = sub.add_parser("plugins", help="installed families and broken plugins")
+    pl = sub.add_parser("plugins", parents=[common], help="installed families and broken plugins")
     pl.add_argument("--format", choices=("text", "json"), default="text")
 
     for name, help_ in (("test", "compile, launch and validate configs (compile only "
                                  "without a suitable GPU)"),
                         ("bench", "time configs against their references")):
-        c = sub.add_parser(name, help=help_)
+        c = sub.add_parser(name, parents=[common], help=help_)
         c.add_argument("--kernel", action="append", dest="kernels", metavar="NAME",
                        required=name == "bench", help="a kernel (repeatable); default: all")
         c.add_argument("--config", action="append", dest="configs", metavar="LABEL",
