@@ -211,6 +211,7 @@ def test_check_imports(tmp_path, capsys):
     assert main(["--check-imports"], backend=FakeBackend(reg, tmp=tmp_path)) == 1
     err = capsys.readouterr().err
     assert "import of kernel 'b' (fake.b) failed" in err and "No module 'x'" in err
+    assert "Traceback" not in err and "TIRX_KERNELS_DEBUG=1" in err  # one line unless asked
     assert kernels[2].loaded == 0  # only the default sweep is imported
 
 

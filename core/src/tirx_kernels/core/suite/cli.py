@@ -281,9 +281,14 @@ def check_imports(registry, workloads) -> int:
         kernel = registry.get(name)
         try:
             kernel.load()
-        except Exception:  # noqa: BLE001 - report it, fail the gate
-            _err(f"import of kernel {name!r} ({kernel.module}) failed:")
-            traceback.print_exc()
+        except Exception as e:  # noqa: BLE001 - report it, fail the gate
+            frames = traceback.extract_tb(e.__traceback__)
+            where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+            _err(f"import of kernel {name!r} ({kernel.module}) failed: {type(e).__name__}: "
+                 f"{e}{where}; fix: make it importable (TIRX_KERNELS_DEBUG=1 prints the "
+                 "traceback)")
+            if os.environ.get("TIRX_KERNELS_DEBUG"):
+                traceback.print_exc()
             return EXIT_FAILED
     print(f"imported {len(names)} kernel module(s) of the selected sweep: {', '.join(names)}")
     return EXIT_OK
@@ -379,14 +384,13 @@ def cmd_run(args, backend: Backend) -> int:
     executor = backend.executor(run_dir, rounds=args.rounds, cooldown_s=args.cooldown,
                                 cache_root=cache_root,
                                 versions=prov["versions"])
-    scheduler = Scheduler(executor, pool, monitor, timeout_s=args.timeout,
-                          max_retries=args.retries, retry_delay_s=args.retry_delay,
-                          keep_going=args.keep_going, events=events,
-                          no_gpu_reason=f"no GPU: {gpu_source}",
-                          **backend.scheduler_options())
     # a stop signal stops new starts at a safe point; later ones cannot cut the writing short
     with StopSignals() as stop:
-        scheduler.stop_check = stop.check
+        scheduler = Scheduler(executor, pool, monitor, timeout_s=args.timeout,
+                              max_retries=args.retries, retry_delay_s=args.retry_delay,
+                              keep_going=args.keep_going, events=events,
+                              no_gpu_reason=f"no GPU: {gpu_source}", stop_check=stop.check,
+                              **backend.scheduler_options())
         try:
             outcome = scheduler.run(workloads)
         finally:
