@@ -55,6 +55,7 @@ from .results import (
     provenance,
     run_document,
     save_json,
+    save_text,
 )
 from .scheduler import Events, Outcome, Scheduler
 
@@ -437,7 +438,7 @@ def write_report(doc: dict, comparison: dict | None, out_dir: Path) -> Path:
     plot = write_ratio_plot(doc["rows"], folder / "ratios.png")
     note = "" if plot else "No measured ratio to plot."
     path = folder / "report.md"
-    path.write_text(run_report(doc, comparison, plot.name if plot else None, note))
+    save_text(path, run_report(doc, comparison, plot.name if plot else None, note))
     return path
 
 

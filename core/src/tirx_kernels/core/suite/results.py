@@ -184,14 +184,19 @@ def save_json(path: Path, doc: dict) -> Path:
 
 
 def save_text(path: Path, text: str) -> Path:
+    """Write ``text`` atomically (see :func:`save_bytes`)."""
+    return save_bytes(path, text.encode("utf-8"))
+
+
+def save_bytes(path: Path, data: bytes) -> Path:
     """Write to a temp file of this process beside ``path``, flush it to disk, then rename
     it over ``path``: the old content or the new one, never a mix."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(tmp, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
