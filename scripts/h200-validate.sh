@@ -32,6 +32,7 @@ done
 if [ "${SUITE_ARGS:-}" != skip ]; then
   TIRX_SUITE_GIT_COMMIT=$sha TIRX_SUITE_GIT_DIRTY=0 python3 -m tirx_kernels.core.suite \
     ${SUITE_ARGS:-} --out-dir /tmp/bench-suite --cache-dir /tmp/tirx-bench-cache --timeout 240 \
+    --baselines "$PWD/baselines" \
     --json > "$out/suite.json" 2> "$out/suite.log"; echo "tirx-suite: exit $?"
   tar -C /tmp -czf "$out/bench-suite.tgz" bench-suite
 fi

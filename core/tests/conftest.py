@@ -1,17 +1,21 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""Fake kernel families installed into a temporary site directory.
+"""Fake kernel families installed into a temporary site directory, and process helpers.
 
 Each fake family is a real distribution (a ``.dist-info`` with an ``entry_points.txt``) on
 ``sys.path`` and ``PYTHONPATH``, so in-process loading and child processes both see it.
 ``TIRX_KERNELS_FAMILIES`` limits loading to the fakes, hiding the installed families.
+``fake_nvidia_smi`` puts an ``nvidia-smi`` reporting two H200s first on ``PATH``;
+``alive``/``wait_gone`` tell whether a process still runs (a zombie does not).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -104,12 +108,15 @@ class FakeSite:
         monkeypatch.delenv("TIRX_KERNELS_DISABLE", raising=False)
 
     def family(self, name, kernels: dict[str, str] | None = None, *, category=None,
-               protocol=True, plugin=None, dist=None, files: dict[str, str] | None = None):
-        """Install fake family ``name`` with kernel modules {module_name: source}."""
+               protocol=True, plugin=None, dist=None, files: dict[str, str] | None = None,
+               package=None):
+        """Install fake family ``name`` with kernel modules {module_name: source}, as the
+        import package ``package`` (default ``fake_<name>``) of distribution ``dist``."""
         category = category or name
         kernels = kernels if kernels is not None else {
             "kern": kernel_source(f"{name}_kern", category)}
-        pkg = self.root / f"fake_{name}"
+        package = package or f"fake_{name}"
+        pkg = self.root / package
         pkg.mkdir()
         (pkg / "__init__.py").write_text(HEADER)
         if plugin is None:
@@ -126,9 +133,9 @@ class FakeSite:
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
         (info / "entry_points.txt").write_text(
-            f"[tirx_kernels]\n{name} = fake_{name}.plugin\n")
+            f"[tirx_kernels]\n{name} = {package}.plugin\n")
         self.names.append(name)
-        self.monkeypatch.setenv("TIRX_KERNELS_FAMILIES", ",".join(self.names))
+        self.monkeypatch.setenv("TIRX_KERNELS_FAMILIES", ",".join(dict.fromkeys(self.names)))
         importlib.invalidate_caches()
         return pkg
 
@@ -144,5 +151,57 @@ def fake_site(tmp_path, monkeypatch):
     root = tmp_path / "site"
     root.mkdir()
     yield FakeSite(root, monkeypatch)
-    for mod in [m for m in sys.modules if m.startswith("fake_")]:
+    for mod in [m for m in sys.modules if m.startswith(("fake_", "impostor"))]:
         del sys.modules[mod]
+
+
+FAKE_SMI = """#!/bin/sh
+case "$*" in
+  *--query-gpu=*)
+    echo "0, GPU-fake-0, NVIDIA H200, 580.1, 143771, 1980, 3201, 345, 3201"
+    echo "1, GPU-fake-1, NVIDIA H200, 580.1, 143771, 1980, 3201, 345, 3201" ;;
+  *--query-compute-apps=*) ;;
+  *) echo "fake nvidia-smi: unsupported $*" >&2; exit 2 ;;
+esac
+"""
+
+
+@pytest.fixture
+def fake_nvidia_smi(tmp_path, monkeypatch):
+    """An ``nvidia-smi`` reporting two H200 GPUs, first on PATH (children see it too)."""
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(FAKE_SMI)
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '')}")
+    return smi
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting for its reaper counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def wait_gone(pids, timeout: float = 15.0) -> list[int]:
+    """Wait until no pid of ``pids`` runs; the ones still running after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = [p for p in pids if alive(p)]
+        if not left:
+            return []
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
+
+
+def kill_leftovers(pids) -> None:
+    """Kill processes a failing test left behind (each one this test started)."""
+    import signal
+
+    for pid in pids:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)

@@ -3,11 +3,14 @@
 """tirx-run end to end in subprocesses: statuses, exit codes, JSON, timeouts, crashes."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
-from conftest import HEADER, kernel_source
+from conftest import HEADER, kernel_source, kill_leftovers, wait_gone
 
 MODES = ["pass", "fail", "skip", "error", "crash", "hang"]
 CONFIGS = repr([{"label": m, "mode": m} for m in MODES])
@@ -159,6 +162,145 @@ def test_sigterm_kills_children_and_keeps_finished_results(modes_family):
         raise AssertionError(f"child {pid} survived SIGTERM of tirx-run")
 
 
-def test_timeout_must_be_positive(modes_family):
-    p = tirx_run("test", "--kernel", "alpha_kern", "--timeout", "0")
-    assert p.returncode == 2 and "--timeout must be > 0" in p.stderr
+@pytest.mark.parametrize("args, message", [
+    (["test", "--timeout", "0"], "argument --timeout: must be a finite number > 0, got '0'"),
+    # row 11 of issue #27: a NaN timeout never expires, an infinite one neither
+    (["test", "--timeout", "nan"], "argument --timeout: must be a finite number > 0, got 'nan'"),
+    (["test", "--timeout", "inf"], "argument --timeout: must be a finite number > 0"),
+    (["test", "-j", "0"], "argument -j/--jobs: must be an integer >= 1, got '0'"),
+    (["test", "-j", "two"], "argument -j/--jobs: must be an integer >= 1, got 'two'"),
+    (["bench", "--rounds", "0"], "argument --rounds: must be an integer >= 1"),
+    (["bench", "--cooldown", "nan"], "argument --cooldown: must be a finite number >= 0"),
+    (["bench", "--warmup", "inf"], "argument --warmup: must be a finite number >= 0"),
+    (["bench", "--repeat", "-5"], "argument --repeat: must be a finite number > 0"),
+], ids=["timeout-0", "timeout-nan", "timeout-inf", "jobs-0", "jobs-word", "rounds-0",
+        "cooldown-nan", "warmup-inf", "repeat-negative"])
+def test_numbers_must_be_finite_and_in_range(modes_family, args, message):
+    p = tirx_run(*args, "--kernel", "alpha_kern", "--config", "pass")
+    assert p.returncode == 2, p.stderr
+    assert message in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr  # one line, no usage dump
+    assert "--help" in p.stderr  # where to look for the fix
+
+
+def start_with_a_hanging_child(*extra):
+    """tirx-run running ``pass`` and ``hang`` (-j 2) once only the hanging child is left:
+    (the tirx-run process, the pid of its hanging worker)."""
+    args = ["test", "--kernel", "alpha_kern", "--config", "pass", "--config", "hang",
+            "--json", "-j", "2", *extra]
+    p = subprocess.Popen([sys.executable, "-m", "tirx_kernels.core.cli", *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        children = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
+                                  text=True).stdout.split()
+        if len(children) == 1 and "PASS" in _peek_progress(p):
+            return p, int(children[0])
+    p.kill()
+    raise AssertionError("the hanging config never became the only child")
+
+
+def _peek_progress(p) -> str:
+    """The stderr so far, without blocking (progress lines)."""
+    import fcntl
+
+    fd = p.stderr.fileno()
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+    try:
+        chunk = p.stderr.read() or ""
+    except (BlockingIOError, TypeError):
+        chunk = ""
+    p.peeked = getattr(p, "peeked", "") + chunk
+    return p.peeked
+
+
+@pytest.mark.parametrize("how", ["SIGHUP", "SIGINT every 2 ms"])
+def test_hangup_or_repeated_ctrl_c_kills_the_worker_and_keeps_results(modes_family, how):
+    """Rows 4 and 5 of issue #27: SIGHUP left the worker running with no timeout; a second
+    Ctrl-C a few ms after the first lost the results and orphaned the workers."""
+    p, worker = start_with_a_hanging_child()
+    try:
+        if how == "SIGHUP":
+            p.send_signal(signal.SIGHUP)
+        else:  # repeated Ctrl-C: later ones land in the cleanup and in the output
+            for _ in range(20):
+                p.send_signal(signal.SIGINT)
+                time.sleep(0.002)
+        out, err = p.communicate(timeout=30)
+        assert p.returncode == 130, err
+        data = json.loads(out)
+        assert data["interrupted"] is True
+        assert [(r["label"], r["status"]) for r in data["results"]] == [("pass", "PASS")]
+        assert wait_gone([worker], timeout=5) == [], "the hanging worker outlived tirx-run"
+    finally:
+        p.kill()
+        kill_leftovers([worker])
+
+
+def test_kill_9_of_tirx_run_takes_the_worker_down(modes_family):
+    """Row 4 of issue #27: a worker whose tirx-run died (kill -9) ran on, no timeout."""
+    p, worker = start_with_a_hanging_child()
+    try:
+        p.kill()
+        p.wait()
+        assert wait_gone([worker]) == [], "the worker outlived its killed parent"
+    finally:
+        kill_leftovers([worker])
+
+
+def run_with_closed_stdout(*args):
+    """tirx-run with its stdout a pipe whose reader has gone (`| head -1` after one line)."""
+    p = subprocess.Popen([sys.executable, "-m", "tirx_kernels.core.cli", *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()  # before tirx-run writes anything: its first write breaks the pipe
+    err = p.stderr.read()
+    p.wait(timeout=120)
+    return p.returncode, err
+
+
+def test_list_into_a_closed_pipe_is_one_line(modes_family):
+    """Row 13 of issue #27: `tirx-run list | head -1` printed a BrokenPipeError traceback."""
+    code, err = run_with_closed_stdout("list")
+    assert code == 1 and "Traceback" not in err and "Exception ignored" not in err, err
+    assert err.count("\n") == 1 and "stdout was closed" in err
+
+
+def test_json_results_survive_a_closed_stdout(modes_family):
+    """Row 14 of issue #27: `test --json` results were lost when stdout was a closed pipe."""
+    import re
+
+    code, err = run_with_closed_stdout("test", "--kernel", "alpha_kern", "--config", "pass",
+                                       "--config", "fail", "--json")
+    assert code == 1 and "Traceback" not in err and "Exception ignored" not in err, err
+    line = err.strip().splitlines()[-1]
+    saved = re.search(r"saved in (\S+\.json)", line)
+    assert "stdout was closed" in line and saved, err
+    try:
+        data = json.loads(open(saved.group(1)).read())
+    finally:
+        os.unlink(saved.group(1))
+    assert [(r["label"], r["status"]) for r in data["results"]] == [("pass", "PASS"),
+                                                                    ("fail", "FAIL")]
+
+
+def test_unwritable_log_dir_is_refused_before_the_run(modes_family, tmp_path):
+    """Row 13 of issue #27: an unusable --log-dir gave a traceback after the run started."""
+    (tmp_path / "file").write_text("")
+    p = tirx_run("test", "--kernel", "alpha_kern", "--config", "pass",
+                 "--log-dir", str(tmp_path / "file" / "logs"))
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    [line] = p.stderr.strip().splitlines()  # one line; no config started
+    assert "--log-dir" in line and str(tmp_path / "file" / "logs") in line and "fix:" in line
+
+
+@pytest.mark.parametrize("args", [["--strict", "plugins"], ["plugins", "--strict"],
+                                  ["list", "--strict"], ["test", "--strict", "--kernel",
+                                                         "alpha_kern", "--config", "pass"]])
+def test_strict_before_or_after_the_subcommand(modes_family, args):
+    modes_family.family("broken", plugin=HEADER + "raise ImportError('no such thing')\n")
+    p = tirx_run(*args)
+    assert p.returncode == 2, p.stderr
+    assert "family 'broken' from fake-broken failed to load" in p.stderr
+    p = tirx_run(*[a for a in args if a != "--strict"])
+    assert p.returncode == 0, p.stderr  # without it: a warning, the rest works

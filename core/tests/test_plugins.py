@@ -3,7 +3,7 @@
 """Plugin loading: isolation of broken families, strict mode, allow/block lists, duplicates."""
 
 import pytest
-from conftest import HEADER, kernel_source
+from conftest import HEADER, PLUGIN, kernel_source
 
 from tirx_kernels.core.plugins import PluginError, load_families
 from tirx_kernels.core.registry import Registry, RegistryError
@@ -113,3 +113,71 @@ def test_kernel_file_with_a_syntax_error_breaks_only_its_family(fake_site):
     assert list(reg.kernels) == ["alpha_kern"]
     [b] = reg.broken
     assert b.name == "beta" and "SyntaxError" in b.error
+
+
+def install_impostor(fake_site):
+    """The real family ``alpha`` and an out-of-tree one whose entry point and Family are also
+    named ``alpha`` (another distribution, another package)."""
+    fake_site.family("alpha")
+    fake_site.family("alpha", {"kern": kernel_source("evil_kern", "alpha")}, package="impostor",
+                     dist="evil-alpha")
+
+
+def test_a_family_name_taken_twice_is_refused_naming_both(fake_site, monkeypatch):
+    """Row 15 of issue #27: the impostor hid the real family, which showed as BROKEN with
+    pluggy's "Plugin name already registered" dict dump."""
+    install_impostor(fake_site)
+    for strict in (False, True):
+        with pytest.raises(PluginError) as e:
+            Registry.load(strict=strict)
+        message = str(e.value)
+        assert "family name 'alpha' is declared twice" in message
+        assert "fake-alpha" in message and "evil-alpha" in message
+        assert "already registered" not in message and "\n" not in message
+        assert "fix: uninstall one" in message
+
+
+def test_family_name_conflict_at_the_command_line(fake_site):
+    import subprocess
+    import sys
+
+    install_impostor(fake_site)
+    for args in (["list"], ["test", "--kernel", "alpha_kern"], ["--strict", "plugins"]):
+        p = subprocess.run([sys.executable, "-m", "tirx_kernels.core.cli", *args],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 2, (args, p.stdout, p.stderr)
+        [line] = p.stderr.strip().splitlines()
+        assert "fake-alpha" in line and "evil-alpha" in line
+
+
+def raising_register_plugin(name):
+    plugin = HEADER + PLUGIN.format(kernels=("kern",), name=name, category=name)
+    return plugin.replace("    for k in KERNELS:\n", "    raise KeyError('no such table')\n"
+                          "    for k in KERNELS:\n")
+
+
+def test_failing_register_hook_debug_traceback_and_strict_type(fake_site, monkeypatch, capsys):
+    """Row 16 of issue #27: no traceback under TIRX_KERNELS_DEBUG=1, and --strict dropped
+    the exception type."""
+    fake_site.family("alpha")
+    fake_site.family("beta", plugin=raising_register_plugin("beta"))
+    monkeypatch.setenv("TIRX_KERNELS_DEBUG", "1")
+    reg = Registry.load()
+    assert list(reg.kernels) == ["alpha_kern"] and "KeyError" in reg.broken[0].error
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "no such table" in err
+    monkeypatch.delenv("TIRX_KERNELS_DEBUG")
+    Registry.load()
+    assert "Traceback" not in capsys.readouterr().err  # only when asked
+    with pytest.raises(PluginError, match=r"beta.*fake-beta.*KeyError: 'no such table'"):
+        Registry.load(strict=True)
+
+
+def test_failing_module_validation_debug_traceback(fake_site, monkeypatch, capsys):
+    fake_site.family("beta", {"kern": kernel_source("beta_kern", "beta", cc=90)})
+    monkeypatch.setenv("TIRX_KERNELS_DEBUG", "1")
+    Registry.load()
+    assert "Traceback (most recent call last)" in capsys.readouterr().err
+    monkeypatch.delenv("TIRX_KERNELS_DEBUG")
+    with pytest.raises(PluginError, match=r"failed to validate: MetaError: "):
+        Registry.load(strict=True)

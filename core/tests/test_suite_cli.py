@@ -4,10 +4,14 @@
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
-from conftest import HEADER, PLUGIN, kernel_source
+from conftest import HEADER, PLUGIN, kernel_source, kill_leftovers, wait_gone
 from test_suite_support import FakeBackend, FakeKernel, FakeRegistry, fake_gpus, write_yaml
 
 from tirx_kernels.core.suite import cli, results
@@ -207,6 +211,7 @@ def test_check_imports(tmp_path, capsys):
     assert main(["--check-imports"], backend=FakeBackend(reg, tmp=tmp_path)) == 1
     err = capsys.readouterr().err
     assert "import of kernel 'b' (fake.b) failed" in err and "No module 'x'" in err
+    assert "Traceback" not in err and "TIRX_KERNELS_DEBUG=1" in err  # one line unless asked
     assert kernels[2].loaded == 0  # only the default sweep is imported
 
 
@@ -335,3 +340,175 @@ def test_bad_git_environment_is_refused_before_running(tmp_path, capsys, monkeyp
     code, doc, _ = run_cli(tmp_path, suite(tmp_path, ("pass",)))
     assert code == 2 and doc is None  # nothing ran, no run file
     assert var in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    # row 10 of issue #27: NaN or infinity would switch the regression gate off
+    ("--threshold", "nan", "argument --threshold: must be a finite number > 0, got 'nan'"),
+    ("--threshold", "inf", "argument --threshold: must be a finite number > 0, got 'inf'"),
+    # row 11: a NaN timeout never expires
+    ("--timeout", "nan", "argument --timeout: must be a finite number > 0, got 'nan'"),
+    ("--cooldown", "inf", "argument --cooldown: must be a finite number >= 0"),
+    ("--retry-delay", "nan", "argument --retry-delay: must be a finite number >= 0"),
+    ("--monitor-interval", "0", "argument --monitor-interval: must be a finite number > 0"),
+    ("--rounds", "0", "argument --rounds: must be an integer >= 1, got '0'"),
+    ("--retries", "-1", "argument --retries: must be an integer >= 0, got '-1'"),
+])
+def test_run_numbers_must_be_finite_and_in_range(tmp_path, capsys, clean_git, flag, value,
+                                                 message):
+    code, doc, backend = run_cli(tmp_path, suite(tmp_path, ("pass",)), flag, value)
+    err = capsys.readouterr().err
+    assert code == 2 and doc is None and backend.fake_executor.started == []
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-3"])
+def test_compare_threshold_cannot_switch_the_gate_off(tmp_path, capsys, clean_git, value):
+    reg = suite(tmp_path, ("pass",))
+    code, doc, _ = run_cli(tmp_path, reg)
+    run_json = tmp_path / "out" / "runs" / f"{doc['run_id']}.json"
+    assert main(["promote", str(run_json), "--baselines", str(tmp_path / "base")]) == 0
+    code, doc, _ = run_cli(tmp_path, reg, "--no-compare",
+                           impls={("k", "pass"): {"tirx": 20.0, "torch": 15.0}})  # 2x slower
+    run_json = tmp_path / "out" / "runs" / f"{doc['run_id']}.json"
+    capsys.readouterr()
+    code = main(["compare", str(run_json), "--baselines", str(tmp_path / "base"),
+                 "--threshold", value])
+    assert code == 2, "the 100% slowdown passed the gate"
+    assert "argument --threshold: must be a finite number > 0" in capsys.readouterr().err
+
+
+def test_default_baselines_folder_does_not_depend_on_the_current_directory(tmp_path,
+                                                                          monkeypatch):
+    from tirx_kernels.core.suite import baseline as B
+
+    root = Path(__file__).resolve().parents[2]  # the checkout holding this code
+    monkeypatch.chdir(tmp_path)  # not a git checkout
+    assert B.default_dir() == root / "baselines"
+    # code outside any checkout (a plain install): no guess from the current directory
+    with pytest.raises(B.BaselineError, match="pass --baselines DIR"):
+        B.default_dir(code_dir=tmp_path)
+
+
+def test_run_without_a_baselines_folder_is_refused_before_running(tmp_path, capsys, clean_git,
+                                                                  monkeypatch):
+    from tirx_kernels.core.suite import baseline as B
+
+    monkeypatch.setattr(B, "default_dir", lambda code_dir=None: (_ for _ in ()).throw(
+        B.BaselineError("cannot find the baselines folder; fix: pass --baselines DIR")))
+    backend = FakeBackend(suite(tmp_path, ("pass",)), tmp=tmp_path)
+    code = main(["--out-dir", str(tmp_path / "out")], backend=backend)
+    assert code == 2 and backend.fake_executor.started == []
+    assert "pass --baselines DIR" in capsys.readouterr().err
+
+
+def test_corrupt_baseline_keeps_the_run_and_fails_the_gate(tmp_path, capsys, clean_git):
+    """Row 7 of issue #27, in a sweep: the run is written, the comparison error is one line."""
+    reg = suite(tmp_path, ("pass",))
+    code, doc, _ = run_cli(tmp_path, reg)
+    run_json = tmp_path / "out" / "runs" / f"{doc['run_id']}.json"
+    assert main(["promote", str(run_json), "--baselines", str(tmp_path / "base")]) == 0
+    (tmp_path / "base" / "nvidia-h200" / "baseline.json").write_text('{"schema_version": 1,')
+    capsys.readouterr()
+    code, doc, _ = run_cli(tmp_path, reg)
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert doc["rows"][0]["status"] == "PASS" and "baseline.json" in doc["comparison_error"]
+    assert "git checkout" in err
+    report = (tmp_path / "out" / "reports" / doc["run_id"] / "report.md").read_text()
+    assert "baseline.json" in report
+
+
+def test_an_unusable_lock_file_is_one_line_before_anything_runs(tmp_path, capsys, clean_git):
+    """Row 1/13 of issue #27 at the CLI: a planted lock symlink is refused, exit 2."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (tmp_path / "locks").mkdir(mode=0o1777)
+    (tmp_path / "locks" / "GPU-fake-0.lock").symlink_to(victim)
+    code, doc, backend = run_cli(tmp_path, suite(tmp_path, ("pass",)))
+    err = capsys.readouterr().err
+    assert code == 2 and backend.fake_executor.started == [] and "Traceback" not in err
+    assert "symbolic link" in err.strip().splitlines()[-1] and victim.read_text() == "keep me"
+
+
+def start_suite_with_a_hanging_child(tmp_path):
+    """tirx-suite in its own process (two fake GPUs) running ``pass`` and ``hang``, once
+    ``pass`` is done and ``hang`` runs: (the suite process, the hanging worker's pid, out)."""
+    out, yaml = tmp_path / "out", tmp_path / "w.yaml"
+    yaml.write_text("workloads:\n  - {kernel: child_kern, config: pass}\n"
+                    "  - {kernel: child_kern, config: hang}\n")
+    p = subprocess.Popen([sys.executable, "-m", "tirx_kernels.core.suite", "--workloads",
+                          str(yaml), "--out-dir", str(out), "--lock-dir", str(tmp_path / "locks"),
+                          "--no-compare", "--no-monitor", "--rounds", "1", "--cooldown", "0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "TIRX_SUITE_GIT_COMMIT": "a" * 40,
+                              "TIRX_SUITE_GIT_DIRTY": "0"})
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        runs = list((out / "runs").glob("*.json"))
+        logs = [x.read_text() for x in (out / "runs").glob("*/logs/*hang*.log")]
+        done = runs and [r["config"] for r in json.loads(runs[0].read_text())["rows"]]
+        if done == ["pass"] and logs and logs[0].startswith("child"):
+            return p, int(logs[0].split()[1]), out
+        if p.poll() is not None:
+            break
+    p.kill()
+    raise AssertionError(f"the hanging workload never started: {p.communicate()[1]}")
+
+
+@pytest.mark.parametrize("how", ["SIGHUP", "SIGINT every 2 ms"])
+def test_suite_hangup_or_repeated_ctrl_c_kills_the_worker_and_writes_the_run(
+        tmp_path, child_family, fake_nvidia_smi, how):
+    """Rows 4 and 5 of issue #27 for tirx-suite."""
+    p, worker, out = start_suite_with_a_hanging_child(tmp_path)
+    try:
+        if how == "SIGHUP":
+            p.send_signal(signal.SIGHUP)
+        else:  # repeated Ctrl-C: later ones land in the cleanup and in the writing
+            for _ in range(20):
+                p.send_signal(signal.SIGINT)
+                time.sleep(0.002)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 130, err
+        doc = json.loads(next((out / "runs").glob("*.json")).read_text())
+        assert doc["interrupted"] and [r["status"] for r in doc["rows"]] == ["PASS"]
+        assert [x["config"] for x in doc["not_run"]] == ["hang"]
+        assert (out / "reports" / doc["run_id"] / "report.md").exists()
+        assert wait_gone([worker], timeout=5) == [], "the hanging worker outlived the suite"
+    finally:
+        p.kill()
+        kill_leftovers([worker])
+
+
+def test_kill_9_of_the_suite_takes_the_worker_down(tmp_path, child_family, fake_nvidia_smi):
+    """Row 4 of issue #27: a worker whose suite died (kill -9) ran on, with no timeout."""
+    p, worker, _ = start_suite_with_a_hanging_child(tmp_path)
+    try:
+        p.kill()
+        p.wait()
+        assert wait_gone([worker]) == [], "the worker outlived its killed parent"
+    finally:
+        kill_leftovers([worker])
+
+
+@pytest.mark.parametrize("option", ["--out-dir", "--cache-dir"])
+def test_unwritable_output_folder_is_refused_before_the_run(tmp_path, capsys, clean_git, option):
+    """Row 13 of issue #27: an unusable --out-dir gave a traceback after the run started."""
+    (tmp_path / "file").write_text("")
+    bad = tmp_path / "file" / "sub"
+    code, doc, backend = run_cli(tmp_path, suite(tmp_path, ("pass",)), option, str(bad))
+    err = capsys.readouterr().err
+    assert code == 2 and backend.fake_executor.started == [] and "Traceback" not in err
+    assert option in err.strip().splitlines()[-1] and str(bad) in err
+
+
+def test_suite_list_into_a_closed_pipe_is_one_line(tmp_path, child_family):
+    """Row 13 of issue #27 for tirx-suite: `tirx-suite --list | head -1`."""
+    p = subprocess.Popen([sys.executable, "-m", "tirx_kernels.core.suite", "--list", "--all"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()
+    err = p.stderr.read()
+    p.wait(timeout=120)
+    assert p.returncode == 1 and "Traceback" not in err and "Exception ignored" not in err, err
+    assert err.count("\n") == 1 and "stdout was closed" in err

@@ -2,6 +2,9 @@
 # SPDX-FileCopyrightText: Copyright TIRx authors
 """Suite YAML validation: each problem names file, entry and fix; exit 2, nothing runs."""
 
+import subprocess
+import sys
+
 import pytest
 from test_suite_support import FakeBackend, FakeKernel, FakeRegistry, write_yaml
 
@@ -62,6 +65,10 @@ def test_good_file(tmp_path):
      ["bad warmup: -1"]),
     ("kernel: rmsnorm\nconfigs: [{config: t1_h4096, default: true, repeat: fast}]",
      ["bad repeat: 'fast'"]),
+    ("kernel: rmsnorm\nconfigs: [{config: t1_h4096, default: true, repeat: .nan}]",
+     ["bad repeat: nan; fix: use a finite number of milliseconds > 0"]),
+    ("kernel: rmsnorm\nconfigs: [{config: t1_h4096, default: true, warmup: .inf}]",
+     ["bad warmup: inf; fix: use a finite number of milliseconds >= 0"]),
     ("kernel: rmsnorm\ndefaults: {timer: kineto}\n"
      "configs: [{config: t1_h4096, default: true, warmup: 5}]",
      ["timer kineto takes no warmup budget", "fix: drop warmup"]),
@@ -166,7 +173,7 @@ def test_cli_exits_2_and_runs_nothing_on_a_bad_file(tmp_path, capsys):
     (["--config", "m9"], "no selected suite entry has config(s) m9"),
     (["--config", "m1_n4069"], "config(s) m1_n4069 (did you mean 'm1_n4096'?); `tirx-suite"),
     (["--kernel", "gemm", "--gpus", "7"], "--gpus: no GPU with index [7]"),
-    (["--rounds", "0"], "--rounds must be >= 1"),
+    (["--rounds", "0"], "argument --rounds: must be an integer >= 1"),
 ])
 def test_cli_usage_errors_exit_2(tmp_path, capsys, args, message):
     f = write_yaml(tmp_path, "gemm.yaml", "kernel: gemm\nconfigs: [{config: m1_n4096, "
@@ -209,3 +216,38 @@ def test_gpus_option_rejects_a_repeated_index():
         _choose_gpus(gpus, "0,0")
     with pytest.raises(UsageError, match="no GPU with index"):
         _choose_gpus(gpus, "2")
+
+
+def alias_bomb() -> str:
+    """Billion laughs: nine levels of nine aliases, 9**9 strings once expanded."""
+    levels = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, name in zip("abcdefgh", "bcdefghi"):
+        levels.append(f"{name}: &{name} [{','.join(['*' + prev] * 9)}]")
+    return "lols:\n" + "".join(f"  {x}\n" for x in levels) + "workloads: [*i]\n"
+
+
+def test_yaml_aliases_are_refused_before_they_expand(tmp_path):
+    """Row 12 of issue #27: a 487-byte alias bomb in --workloads took 2.9 GB, then
+    MemoryError. Run under a 1 GiB address-space cap so a regression fails fast."""
+    path = tmp_path / "bomb.yaml"
+    path.write_text(alias_bomb())
+    assert len(path.read_bytes()) < 600
+    code = f"""
+import resource
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from tirx_kernels.core.suite.config import ConfigError, load_workloads_file
+try:
+    load_workloads_file({str(path)!r}, {{}})
+except ConfigError as e:
+    print(e)
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-1500:]
+    assert f"{path}: line 3: YAML aliases (*a) are not allowed" in p.stdout, p.stdout
+    assert "fix: write the value out" in p.stdout and len(p.stdout) < 1000
+
+
+def test_family_suite_files_refuse_aliases_too(tmp_path):
+    text = "kernel: rmsnorm\nconfigs:\n  - &e {config: t1_h4096, default: true}\n  - *e\n"
+    found = problems(tmp_path, text)
+    assert len(found) == 1 and "YAML aliases (*e) are not allowed" in found[0]

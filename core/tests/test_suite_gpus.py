@@ -3,15 +3,22 @@
 """GPU inventory parsing, atomic cross-process acquisition, the interference monitor."""
 
 import os
+import shutil
+import stat
 import subprocess
 import sys
+import tempfile
+import textwrap
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from test_suite_support import fake_gpus
 
 from tirx_kernels.core.suite import gpus as G
 from tirx_kernels.core.suite.executor import cache_dir
+from tirx_kernels.core.suite.lockfile import LockError
 
 SMI = """0, GPU-aaaa, NVIDIA H200, 580.159.03, 143771, 1980, 3201, 345, 3201
 1, GPU-bbbb, NVIDIA H200, 580.159.03, 143771, 1980, 3201, [N/A], 3201
@@ -154,3 +161,151 @@ def test_cache_dir_is_absolute_and_qualified(tmp_path, monkeypatch):
     assert path == tmp_path / "rel/cache/nvidia-h200-driver580.1/tvm-tirx0.1.0a4_torch2.11.0+cu130"
     other = cache_dir("rel/cache", G.Gpu(0, "u", "NVIDIA H100", "580.1"), {"torch": "2.11"})
     assert other.parent.name == "nvidia-h100-driver580.1"
+
+
+# --- lock files on a host shared by several users (issue #27 rows 1, 6 and 13) ------------
+
+NOBODY = 65534
+needs_root = pytest.mark.skipif(os.geteuid() != 0,
+                                reason="acting as a second user needs root (setuid child)")
+
+
+def attempt(lock_dir, n_gpus=1):
+    """(pool or None, the exception LockPool(...).acquire(n_gpus) raised or None)."""
+    try:
+        pool = G.LockPool(fake_gpus(n_gpus), lock_dir)
+        pool.acquire(n_gpus)
+        return pool, None
+    except Exception as e:  # noqa: BLE001 - the test inspects it
+        return None, e
+
+
+def test_a_planted_symlink_lock_file_never_truncates_its_target(tmp_path):
+    """Row 1: another user's symlink <lock dir>/<uuid>.lock -> a file of yours."""
+    victim = tmp_path / "precious.txt"
+    victim.write_text("my thesis\n")
+    locks = tmp_path / "locks"
+    locks.mkdir(mode=0o1777)
+    (locks / "GPU-fake-0.lock").symlink_to(victim)
+    pool, error = attempt(locks)
+    assert victim.read_text() == "my thesis\n", "the symlink's target was truncated"
+    assert isinstance(error, LockError), error
+    assert "symbolic link" in str(error) and "GPU-fake-0.lock" in str(error)
+
+
+def test_a_planted_lock_folder_symlink_is_refused(tmp_path, monkeypatch):
+    """Row 1: the default folder has a fixed name in the temp dir; it may be planted."""
+    monkeypatch.delenv(G.ENV_LOCK_DIR, raising=False)
+    monkeypatch.setattr(G.tempfile, "gettempdir", lambda: str(tmp_path))
+    mine = tmp_path / "my-files"
+    mine.mkdir()
+    (tmp_path / "tirx-suite-locks").symlink_to(mine)
+    pool, error = attempt(None)
+    assert list(mine.iterdir()) == [], "lock files were created through the symlink"
+    assert isinstance(error, LockError) and "symbolic link" in str(error)
+
+
+def test_a_folder_others_may_write_must_be_sticky(tmp_path):
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    locks.chmod(0o777)  # anyone could swap the lock files of anyone
+    pool, error = attempt(locks)
+    assert isinstance(error, LockError) and "chmod 1777" in str(error)
+    locks.chmod(0o1777)
+    pool, error = attempt(locks)
+    assert error is None and pool.free_count() == 0
+    pool.close()
+
+
+def test_lock_folder_and_files_are_created_for_every_user(tmp_path):
+    """Row 6: a lock file created 0644 (umask 022) locked every other user out."""
+    old = os.umask(0o022)
+    try:
+        pool, error = attempt(tmp_path / "locks", n_gpus=2)
+    finally:
+        os.umask(old)
+    assert error is None, error
+    assert stat.S_IMODE((tmp_path / "locks").stat().st_mode) == 0o1777
+    for name in ("GPU-fake-0.lock", "GPU-fake-1.lock"):
+        assert stat.S_IMODE((tmp_path / "locks" / name).stat().st_mode) == 0o666
+    pool.close()
+
+
+def as_nobody(code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` as a second user (uid 65534), importing this checkout's core."""
+    import pluggy
+
+    import tirx_kernels.core
+
+    path = [str(Path(tirx_kernels.core.__file__).parents[2]), str(Path(pluggy.__file__).parents[1])]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(path), "PYTHONDONTWRITEBYTECODE": "1"}
+    # the venv's interpreter may live in root's home, out of the second user's reach
+    for python in (sys.executable, "/usr/bin/python3"):
+        try:
+            p = subprocess.run([python, "-c", textwrap.dedent(code)], user=NOBODY, env=env,
+                               capture_output=True, text=True, timeout=60, cwd="/")
+        except PermissionError:
+            continue
+        return p
+    pytest.skip("no Python interpreter the second user may run")
+
+
+@pytest.fixture
+def shared_tmp():
+    """A folder in the temp dir that a second user can reach (pytest's tmp_path is 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="tirx-locks-test-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path)
+
+
+@needs_root
+def test_two_users_share_the_gpus_through_one_lock_folder(shared_tmp):
+    """Row 6: the second user's suite crashed with a PermissionError traceback."""
+    lock_dir = shared_tmp / "tirx-suite-locks"
+    old = os.umask(0o022)
+    try:
+        mine = G.LockPool(fake_gpus(2), lock_dir)
+        assert [g.index for g in mine.acquire(1)] == [0]  # this user holds GPU 0
+    finally:
+        os.umask(old)
+    p = as_nobody(f"""
+        from tirx_kernels.core.suite.gpus import LockPool, Gpu
+        pool = LockPool([Gpu(i, f"GPU-fake-{{i}}", "x") for i in (0, 1)], {str(lock_dir)!r})
+        got = pool.acquire(1)
+        print([g.index for g in got] if got else None, pool.acquire(1))
+        """)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["[1]", "None"]  # GPU 1 is free; GPU 0 is the first user's
+    mine.close()
+
+
+@needs_root
+def test_a_lock_file_of_another_user_is_locked_read_only_or_named(shared_tmp):
+    """Row 13: a lock owned by another user gave a raw traceback."""
+    lock_dir = shared_tmp / "locks"
+    lock_dir.mkdir(mode=0o1777)
+    lock_dir.chmod(0o1777)
+    legacy = lock_dir / "GPU-fake-0.lock"
+    legacy.write_text("")
+    legacy.chmod(0o644)  # what an older suite of another user left: readable, not writable
+    code = f"""
+        from tirx_kernels.core.suite import gpus as G
+        from tirx_kernels.core.suite.lockfile import LockError
+        try:
+            print(G.LockPool([G.Gpu(0, "GPU-fake-0", "x")], {str(lock_dir)!r}).acquire(1))
+        except LockError as e:
+            print("LockError:", e)
+        """
+    p = as_nobody(code)
+    assert p.returncode == 0 and "Gpu(index=0" in p.stdout, p.stdout + p.stderr
+    legacy.chmod(0o600)  # not even readable: cannot lock, say so in one line
+    p = as_nobody(code)
+    assert p.returncode == 0 and p.stdout.startswith("LockError:"), p.stdout + p.stderr
+    assert str(legacy) in p.stdout and "--lock-dir" in p.stdout
+
+
+def test_a_lock_folder_that_cannot_exist_is_one_error(tmp_path):
+    (tmp_path / "file").write_text("")
+    pool, error = attempt(tmp_path / "file" / "locks")
+    assert isinstance(error, LockError) and "--lock-dir" in str(error)

@@ -3,20 +3,26 @@
 """``tirx-run``: list kernels and families, test and bench kernel configs.
 
 Exit codes: 0 nothing failed, 1 a FAIL/ERROR/TIMEOUT, 2 a usage error (unknown kernel,
-family or label; broken families under --strict), 130 interrupted.
+family or label; broken families under --strict), 130 interrupted (Ctrl-C, SIGTERM or
+SIGHUP: the running children are killed and reaped, what finished is still printed).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
+import traceback
 from pathlib import Path
 
+from .cliargs import Parser, non_negative_float, positive_float, positive_int, unwritable
 from .impls import is_ours, ratio
+from .interrupts import StopSignals, raise_interrupt
 from .meta import MetaError
+from .output import StdoutClosed, emit, flush_stdout, note, stdout_closed_line
 from .plugins import PluginError
 from .registry import Registry, RegistryError, UnknownConfig, UnknownKernel
 from .runner import FAILED, STATUSES, ChildRun, Request, Result
@@ -29,70 +35,87 @@ class UsageError(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tirx-run", description=__doc__.splitlines()[0])
-    p.add_argument("--strict", action="store_true", default=None,
-                   help="a family that fails to load is an error (env TIRX_KERNELS_STRICT=1)")
+    p = Parser(prog="tirx-run", description=__doc__.splitlines()[0])
+    strict_help = "a family that fails to load is an error (env TIRX_KERNELS_STRICT=1)"
+    p.add_argument("--strict", action="store_true", default=None, help=strict_help)
     sub = p.add_subparsers(dest="command", required=True)
+    # --strict is also accepted after the subcommand; SUPPRESS keeps one given before it
+    common = Parser(add_help=False)
+    common.add_argument("--strict", action="store_true", default=argparse.SUPPRESS,
+                        help=strict_help)
 
-    ls = sub.add_parser("list", help="kernels with family, archs and config labels")
+    ls = sub.add_parser("list", parents=[common],
+                        help="kernels with family, archs and config labels")
     ls.add_argument("--family")
     ls.add_argument("--format", choices=("text", "json", "markdown"), default="text")
 
-    pl = sub.add_parser("plugins", help="installed families and broken plugins")
+    pl = sub.add_parser("plugins", parents=[common], help="installed families and broken plugins")
     pl.add_argument("--format", choices=("text", "json"), default="text")
 
     for name, help_ in (("test", "compile, launch and validate configs (compile only "
                                  "without a suitable GPU)"),
                         ("bench", "time configs against their references")):
-        c = sub.add_parser(name, help=help_)
+        c = sub.add_parser(name, parents=[common], help=help_)
         c.add_argument("--kernel", action="append", dest="kernels", metavar="NAME",
                        required=name == "bench", help="a kernel (repeatable); default: all")
         c.add_argument("--config", action="append", dest="configs", metavar="LABEL",
                        help="a config label (repeatable); default: every config")
         c.add_argument("--json", action="store_true", help="print results as JSON on stdout")
-        c.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+        c.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT,
                        help=f"seconds per config before TIMEOUT (default {DEFAULT_TIMEOUT:g})")
         c.add_argument("--log-dir", type=Path, help="keep each config's full child log here")
         if name == "test":
             c.add_argument("--family")
-            c.add_argument("-j", "--jobs", type=int, default=1,
+            c.add_argument("-j", "--jobs", type=positive_int, default=1,
                            help="configs run in parallel (each in its own process)")
         else:
             c.add_argument("--timer", choices=("proton", "event", "cudagraph_proton"))
-            c.add_argument("--warmup", type=float, help="warmup budget in ms")
-            c.add_argument("--repeat", type=float, help="repeat budget in ms")
-            c.add_argument("--rounds", type=int, default=5)
-            c.add_argument("--cooldown", type=float, default=1.0, help="seconds before each impl")
+            c.add_argument("--warmup", type=non_negative_float, help="warmup budget in ms")
+            c.add_argument("--repeat", type=positive_float, help="repeat budget in ms")
+            c.add_argument("--rounds", type=positive_int, default=5)
+            c.add_argument("--cooldown", type=non_negative_float, default=1.0,
+                           help="seconds before each impl")
     return p
 
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # `timeout`, CI cancel: as Ctrl-C
+    # `timeout`, a CI cancel, a closed terminal: as Ctrl-C (a run defers them: StopSignals)
+    previous = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         registry = Registry.load(strict=args.strict)
-        return COMMANDS[args.command](registry, args)
+        code = COMMANDS[args.command](registry, args)
+        flush_stdout()
+        return code
     except (UsageError, UnknownKernel, UnknownConfig) as e:
-        print(f"tirx-run: error: {e}", file=sys.stderr)
+        note(f"tirx-run: error: {e}")
         return 2
     except (PluginError, RegistryError, MetaError) as e:
-        print(f"tirx-run: error: {e}", file=sys.stderr)
+        note(f"tirx-run: error: {e}")
         return 2
+    except StdoutClosed as e:
+        note(stdout_closed_line("tirx-run", e))
+        return e.code or 1
+    except BrokenPipeError:  # a listing written to a reader that left (`| head -1`)
+        note(stdout_closed_line("tirx-run", StdoutClosed()))
+        return 1
     except KeyboardInterrupt:
-        print("tirx-run: interrupted", file=sys.stderr)
+        note("tirx-run: interrupted")
         return 130
+    except Exception as e:  # noqa: BLE001 - a bug must still be one line, not a traceback
+        note(f"tirx-run: internal error: {type(e).__name__}: {e}; fix: report it with the "
+             "traceback that TIRX_KERNELS_DEBUG=1 prints")
+        if os.environ.get("TIRX_KERNELS_DEBUG"):
+            traceback.print_exc()
+        return 1
     finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _warn_broken(registry: Registry) -> None:
     for b in registry.broken:
-        print(f"warning: family {b.name!r} ({b.distribution}) skipped: {b.error}",
-              file=sys.stderr)
+        note(f"warning: family {b.name!r} ({b.distribution}) skipped: {b.error}")
 
 
 def cmd_list(registry: Registry, args) -> int:
@@ -144,15 +167,11 @@ def _requests(registry: Registry, args, action: str) -> list[Request]:
     names = list(dict.fromkeys(args.kernels or []))  # repeats run once
     if args.configs and len(names) != 1:
         raise UsageError("--config needs exactly one --kernel (labels belong to one kernel)")
-    if args.timeout <= 0:
-        raise UsageError("--timeout must be > 0 seconds")
     family = getattr(args, "family", None)
     kernels = [k for name in names or [None] for k in registry.select(kernel=name, family=family)]
     bench = action == "bench"
     options = {}
     if bench:
-        if args.rounds < 1 or args.cooldown < 0:
-            raise UsageError("--rounds must be >= 1 and --cooldown >= 0")
         options = {"rounds": args.rounds, "cooldown_s": args.cooldown}
         # forwarded only when given, so each timer keeps its own defaults
         options.update({k: v for k, v in (("timer", args.timer), ("warmup", args.warmup),
@@ -165,28 +184,35 @@ def _requests(registry: Registry, args, action: str) -> list[Request]:
             requests.append(Request(k.name, label, action, options))
     if not requests:
         raise UsageError("nothing selected: no kernels installed for that selection")
+    problem = args.log_dir and unwritable(args.log_dir)
+    if problem:  # found now, not halfway through the run
+        raise UsageError(f"--log-dir {args.log_dir} is not a writable folder ({problem}); "
+                         "fix: pass a folder you can write, or leave --log-dir out")
     return requests
 
 
-def _run_all(requests: list[Request], args, jobs: int = 1) -> tuple[list[Result], bool]:
+def _run_all(requests: list[Request], args, stop: StopSignals,
+             jobs: int = 1) -> tuple[list[Result], bool]:
     """Run requests in child processes, ``jobs`` at a time, reporting progress on stderr.
 
     Returns the finished results in request order and whether the run was interrupted
-    (Ctrl-C or SIGTERM: running children are killed, finished results are kept).
+    (a stop signal: running children are killed, finished results are kept). Every exit,
+    an error included, kills and reaps the running children.
     """
     total, done, pending = len(requests), [], list(enumerate(requests))
     running: list[tuple[int, ChildRun]] = []
     started = time.monotonic()
+    interrupted = False
     try:
         while pending or running:
             while pending and len(running) < jobs:
                 i, req = pending.pop(0)
                 log = args.log_dir / f"{req.kernel}.{req.label}.{req.action}.log" \
                     if args.log_dir else None
-                print(f"[{i + 1}/{total}] {req.kernel} {req.label} ...", file=sys.stderr,
-                      flush=True)
+                note(f"[{i + 1}/{total}] {req.kernel} {req.label} ...")
                 running.append((i, ChildRun(req, log_path=log)))
             time.sleep(0.05)
+            stop.check()
             for item in list(running):
                 i, child = item
                 if child.poll():
@@ -199,22 +225,24 @@ def _run_all(requests: list[Request], args, jobs: int = 1) -> tuple[list[Result]
                 done.append((i, result))
                 _progress(result, len(done), total, time.monotonic() - started)
     except KeyboardInterrupt:
+        interrupted = True
+    finally:
         for _, child in running:
             child.kill()
-        print(f"tirx-run: interrupted after {len(done)}/{total} config(s); killed "
-              f"{len(running)} running", file=sys.stderr)
-        return [r for _, r in sorted(done, key=lambda x: x[0])], True
-    return [r for _, r in sorted(done, key=lambda x: x[0])], False
+    if interrupted:
+        note(f"tirx-run: interrupted after {len(done)}/{total} config(s); killed "
+             f"{len(running)} running")
+    return [r for _, r in sorted(done, key=lambda x: x[0])], interrupted
 
 
 def _progress(r: Result, n: int, total: int, elapsed: float) -> None:
-    note = ""
+    why = ""
     if r.status == "PASS" and r.launched is False:
-        note = " (compile only; launch skipped)"
+        why = " (compile only; launch skipped)"
     elif r.status != "PASS":
-        note = f": {r.detail.splitlines()[0] if r.detail else ''}"
-    print(f"  {r.status:<7} {r.kernel} {r.label} {r.seconds:.1f}s{note}  "
-          f"[{n}/{total} done, {elapsed:.0f}s]", file=sys.stderr, flush=True)
+        why = f": {r.detail.splitlines()[0] if r.detail else ''}"
+    note(f"  {r.status:<7} {r.kernel} {r.label} {r.seconds:.1f}s{why}  "
+         f"[{n}/{total} done, {elapsed:.0f}s]")
 
 
 def _summary(results: list[Result]) -> dict:
@@ -225,19 +253,24 @@ def _summary(results: list[Result]) -> dict:
 
 def cmd_test(registry: Registry, args) -> int:
     _warn_broken(registry)
-    if args.jobs < 1:
-        raise UsageError("--jobs must be >= 1")
-    results, interrupted = _run_all(_requests(registry, args, "test"), args, jobs=args.jobs)
+    requests = _requests(registry, args, "test")
+    with StopSignals() as stop:  # until the results are out, a stop signal cannot cut in
+        results, interrupted = _run_all(requests, args, stop, jobs=args.jobs)
+        return _report_test(results, interrupted, args)
+
+
+def _report_test(results: list[Result], interrupted: bool, args) -> int:
     summary = _summary(results)
+    doc = {"results": [r.to_json() for r in results], "summary": summary,
+           "interrupted": interrupted}
     if args.json:
-        print(json.dumps({"results": [r.to_json() for r in results], "summary": summary,
-                          "interrupted": interrupted}, indent=2))
+        text = json.dumps(doc, indent=2)
     else:
-        for r in results:
-            if r.status in FAILED:
-                print(f"--- {r.status} {r.kernel} {r.label}\n{r.detail}\n")
-        print(_summary_line(summary))
-    return _exit_code(results, interrupted)
+        text = "".join(f"--- {r.status} {r.kernel} {r.label}\n{r.detail}\n\n"
+                       for r in results if r.status in FAILED) + _summary_line(summary)
+    code = _exit_code(results, interrupted)
+    emit(text, results=doc, code=code, prog="tirx-run")  # stdout gone: saved to a file
+    return code
 
 
 def _exit_code(results: list[Result], interrupted: bool) -> int:
@@ -254,16 +287,22 @@ def _summary_line(s: dict) -> str:
 
 def cmd_bench(registry: Registry, args) -> int:
     _warn_broken(registry)
-    results, interrupted = _run_all(_requests(registry, args, "bench"), args)
+    requests = _requests(registry, args, "bench")
+    with StopSignals() as stop:
+        results, interrupted = _run_all(requests, args, stop)
+        return _report_bench(results, interrupted, args)
+
+
+def _report_bench(results: list[Result], interrupted: bool, args) -> int:
     rows = [_bench_row(r) for r in results]
+    doc = {"results": rows, "summary": _summary(results), "interrupted": interrupted}
     if args.json:
-        print(json.dumps({"results": rows, "summary": _summary(results),
-                          "interrupted": interrupted}, indent=2))
+        text = json.dumps(doc, indent=2)
     else:
-        for row in rows:
-            print(_format_bench_row(row))
-        print(_summary_line(_summary(results)))
-    return _exit_code(results, interrupted)
+        text = "\n".join([*map(_format_bench_row, rows), _summary_line(doc["summary"])])
+    code = _exit_code(results, interrupted)
+    emit(text, results=doc, code=code, prog="tirx-run")
+    return code
 
 
 def _bench_row(r: Result) -> dict:

@@ -30,6 +30,8 @@ import traceback
 import unittest
 from pathlib import Path
 
+from .lifeline import child_env, die_with_parent
+
 # NVLink SHARP / multicast stays off on the lent machines (see the device docs).
 MULTICAST_OFF = {
     "NCCL_NVLS_ENABLE": "0",
@@ -93,7 +95,8 @@ def launch(module: str, config: dict, action: str, world_size: int, *, options=N
         port = free_port()
         procs = []
         for rank in range(world_size):
-            env = {**os.environ, **rank_env(rank, world_size, port), "PYTHONUNBUFFERED": "1"}
+            env = {**os.environ, **rank_env(rank, world_size, port), "PYTHONUNBUFFERED": "1",
+                   **child_env()}  # a rank dies with its worker
             # same process group as the worker: the runner's timeout kill reaches every rank
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "tirx_kernels.core.distributed",
@@ -214,6 +217,7 @@ def _run_rank(request: dict):
 
 
 def main(argv=None) -> int:
+    die_with_parent()
     argv = sys.argv[1:] if argv is None else argv
     request, result_path = json.loads(Path(argv[0]).read_text()), Path(argv[1])
     rank = os.environ.get("RANK", "?")

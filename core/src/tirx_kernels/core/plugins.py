@@ -90,10 +90,19 @@ def load_families(
     pm = new_plugin_manager()
     loaded: list[LoadedFamily] = []
     broken: list[BrokenFamily] = []
+    claimed: dict[str, tuple[str, str]] = {}  # family name -> (distribution, plugin module)
     for ep in eps:
         if ep.name not in wanted:
             continue
         dist, version = _distribution(ep)
+        # family names are global, like kernel names: a second claim would hide the first
+        if ep.name in claimed:
+            first, first_module = claimed[ep.name]
+            raise PluginError(
+                f"family name {ep.name!r} is declared twice: by {first} ({first_module}) and "
+                f"by {dist} ({ep.value}); fix: uninstall one of the two distributions"
+            )
+        claimed[ep.name] = (dist, ep.value)
         try:
             plugin = ep.load()
             family = _declared_family(plugin, ep.name)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import os
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -130,8 +132,10 @@ class Registry:
                 if strict_from_env() if strict is None else strict:
                     raise PluginError(
                         f"family {fam.family.name!r} from {fam.distribution} failed to "
-                        f"validate: {e}"
+                        f"validate: {type(e).__name__}: {e}"
                     ) from e
+                if os.environ.get("TIRX_KERNELS_DEBUG"):
+                    traceback.print_exc()
                 registry.broken.append(
                     BrokenFamily(fam.family.name, fam.distribution, f"{type(e).__name__}: {e}")
                 )

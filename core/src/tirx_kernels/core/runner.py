@@ -6,6 +6,7 @@ A sticky CUDA error, an illegal address or a hang then costs one config, not the
 The child is ``python -m tirx_kernels.core.worker REQUEST RESULT``: it reads a JSON request
 and writes a JSON result; its stdout/stderr go to a log file. No result file means it
 crashed (ERROR); a run past its deadline is killed with its whole process group (TIMEOUT).
+The child dies with this process (:mod:`.lifeline`), so no worker outlives its runner.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from .lifeline import child_env
 
 PASS, FAIL, SKIP, ERROR, TIMEOUT = "PASS", "FAIL", "SKIP", "ERROR", "TIMEOUT"
 STATUSES = (PASS, FAIL, SKIP, ERROR, TIMEOUT)
@@ -65,16 +68,15 @@ class ChildRun:
         self.keep_log = log_path is not None
         self.log_path = Path(log_path) if log_path else tmp / "child.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        child_env = dict(os.environ)
-        child_env.update(env or {})
-        child_env.setdefault("PYTHONUNBUFFERED", "1")
+        environ = {**os.environ, **(env or {}), **child_env()}
+        environ.setdefault("PYTHONUNBUFFERED", "1")
         self._log = open(self.log_path, "wb")
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
             [python or sys.executable, "-m", "tirx_kernels.core.worker",
              str(request_path), str(self.result_path)],
             stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=child_env, start_new_session=True,  # own process group: kill takes it all
+            env=environ, start_new_session=True,  # own process group: kill takes it all
         )
 
     @property

@@ -16,6 +16,7 @@ import unittest
 from pathlib import Path
 
 from .defaults import CompileError
+from .lifeline import die_with_parent
 from .meta import strip_label
 from .registry import Registry
 from .runner import ERROR, FAIL, PASS, SKIP, Request
@@ -41,6 +42,7 @@ def execute(request: Request) -> dict:
 
 
 def main(argv=None) -> int:
+    die_with_parent()  # a hung config must not outlive a killed tirx-run / tirx-suite
     argv = sys.argv[1:] if argv is None else argv
     request_path, result_path = Path(argv[0]), Path(argv[1])
     request = Request(**json.loads(request_path.read_text()))

@@ -3,8 +3,9 @@
 """``tirx-suite``: the curated regression sweep, its baselines and reports.
 
 Modules, one job each: ``config`` (suite YAML -> workloads), ``gpus`` (inventory, atomic
-acquisition, interference monitor), ``scheduler`` (the pure scheduling loop),
-``executor`` (workloads in child processes), ``results`` (run JSON and provenance),
+acquisition, interference monitor), ``lockfile`` (lock files safe on a shared host),
+``scheduler`` (the pure scheduling loop), ``executor`` (workloads in child processes),
+``results`` (run JSON and provenance), ``schema`` (checks of the JSON read back),
 ``baseline`` (promote / merge / compare), ``report`` + ``plot`` (markdown and PNG), ``cli``.
 """
 

@@ -3,10 +3,12 @@
 """Committed per-GPU-model baselines: promote a run, and compare a run against them.
 
 ``baselines/<gpu model>/baseline.json`` (+ a generated ``baseline.md``) holds the PASS rows
-of promoted runs. ``promote`` replaces it with a complete default sweep; ``merge`` updates
-only the run's rows and keeps the others. Both refuse failed rows, an incomplete or
-interrupted run, and a dirty or unknown checkout unless forced; failed rows are never
-promoted, even when forced.
+of promoted runs. ``promote`` takes a complete default sweep, ``merge`` a targeted run; both
+update the rows the run measured and keep every other committed row (a SKIP neither
+replaces nor deletes); ``prune`` (complete sweeps only) removes the rows the sweep no longer
+has. Both refuse failed rows, an incomplete or interrupted run, and a dirty or unknown
+checkout unless forced; failed rows are never promoted, even when forced. Everything is
+validated before the first write, and each file is replaced atomically.
 
 Comparison: per row, our fastest implementation before and after. The default threshold
 comes from the measured noise: ``max(3%, 2 x spread)`` where spread is the larger
@@ -19,12 +21,14 @@ import json
 import statistics
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..impls import split
 from . import FAILED, PASS
 from .report import kernel_tables, md_table
-from .results import row_model, save_json
+from .results import row_model, save_json, save_text
+from .schema import baseline_problems, one_line
 
 SCHEMA_VERSION = 1
 FLOOR, NOISE_FACTOR, UNKNOWN_NOISE = 0.03, 2.0, 0.05
@@ -38,16 +42,26 @@ class PromotionRefused(Exception):
         super().__init__("\n".join(reasons))
 
 
-def default_dir() -> Path:
-    """``<root of the git checkout here>/baselines``, else ``./baselines``."""
+class BaselineError(Exception):
+    """A baseline folder or file that cannot be found, read or trusted (one line + fix)."""
+
+
+def default_dir(code_dir: Path | None = None) -> Path:
+    """``<root of the git checkout holding this code>/baselines``.
+
+    Never derived from the current directory: a run started elsewhere would compare against
+    another folder, or none ("no baseline yet", exit 0), and the gate would be off."""
+    where = Path(code_dir) if code_dir else Path(__file__).resolve().parent
     try:
-        p = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True,
-                           text=True, timeout=30)
+        p = subprocess.run(["git", "-C", str(where), "rev-parse", "--show-toplevel"],
+                           capture_output=True, text=True, timeout=30)
         if p.returncode == 0:
             return Path(p.stdout.strip()) / "baselines"
     except (OSError, subprocess.SubprocessError):
         pass
-    return Path("baselines")
+    raise BaselineError(f"cannot find the baselines folder: the suite code ({where}) is not "
+                        "in a git checkout; fix: pass --baselines DIR (the checkout's "
+                        "baselines/)")
 
 
 def baseline_path(root: Path, model: str) -> Path:
@@ -55,13 +69,18 @@ def baseline_path(root: Path, model: str) -> Path:
 
 
 def load(path: Path) -> dict | None:
-    if not Path(path).exists():
+    """The baseline at ``path``, None when there is none; BaselineError when unusable."""
+    path = Path(path)
+    if not path.exists():
         return None
-    doc = json.loads(Path(path).read_text())
-    if doc.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"{path}: baseline schema_version {doc.get('schema_version')}, "
-                         f"expected {SCHEMA_VERSION}")
-    return doc
+    try:
+        problems = baseline_problems(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        problems = [f"cannot read it as JSON ({e})"]
+    if problems:
+        raise BaselineError(f"{path}: not a usable baseline: {one_line(problems)}; fix: "
+                            f"restore it (git checkout -- {path}) or promote a run again")
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def refusals(run: dict, *, merge: bool) -> list[str]:
@@ -87,8 +106,26 @@ def refusals(run: dict, *, merge: bool) -> list[str]:
     return out
 
 
-def promote(run: dict, root: Path, *, merge: bool = False, force: bool = False) -> list[Path]:
-    """Write the run's PASS rows into the baseline of each GPU model; the written paths."""
+@dataclass
+class Promoted:
+    """What a promotion wrote, what it pruned, and how many rows it left unmeasured."""
+
+    written: list[Path]
+    pruned: list[tuple[str, str, str]]  # (gpu model, kernel, config)
+    kept: int  # committed rows this run did not measure, left as they were
+
+
+def promote(run: dict, root: Path, *, merge: bool = False, force: bool = False,
+            prune: bool = False) -> Promoted:
+    """Write the run's PASS rows into the baseline of each GPU model.
+
+    A committed row the run did not measure (a SKIP, a row not selected or not run) stays
+    as it is: a sweep that could not measure something must not erase its baseline.
+    ``prune`` (a complete default sweep only) removes the rows the sweep no longer has.
+    """
+    if prune and merge:
+        raise ValueError("prune needs a complete default sweep; a merged run cannot tell "
+                         "which rows left the sweep")
     reasons = refusals(run, merge=merge)
     if reasons and not force:
         raise PromotionRefused(reasons)
@@ -99,15 +136,21 @@ def promote(run: dict, root: Path, *, merge: bool = False, force: bool = False) 
     if not by_model:
         raise PromotionRefused(["the run has no measured PASS row to promote"])
     git = run["provenance"].get("git") or {}
-    written = []
+    in_run = {(x["kernel"], x["config"]) for x in [*run["rows"], *(run.get("not_run") or [])]}
+    written, planned, pruned, unmeasured = [], [], [], 0
     for model, rows in by_model.items():
         path = baseline_path(root, model)
-        old = load(path) if merge else None
+        old = load(path)
         kept = {(r["kernel"], r["config"]): r for r in (old or {}).get("rows", [])}
+        gone = sorted(key for key in kept if key not in in_run) if prune else []
+        for key in gone:
+            del kept[key]
+        pruned += [(model, *key) for key in gone]
         for r in rows:
             kept[(r["kernel"], r["config"])] = {**{k: r.get(k) for k in ROW_KEYS},
                                                 "run_id": run["run_id"],
                                                 "commit": git.get("commit")}
+        unmeasured += len(kept) - len(rows)
         drivers = sorted({g.get("driver") for g in run["provenance"].get("gpus", [])
                           if g.get("name") and row_model({"gpu_name": g["name"]}) == model
                           and g.get("driver")})
@@ -116,15 +159,24 @@ def promote(run: dict, root: Path, *, merge: bool = False, force: bool = False) 
             and bool(reasons), "promoted": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "measured": run.get("started"), "commit": git.get("commit"),
             "dirty": git.get("dirty"), "driver": ", ".join(drivers) or None,
-            "versions": run["provenance"].get("versions"), "rows": len(rows)}]
+            "versions": run["provenance"].get("versions"), "rows": len(rows),
+            "pruned": len(gone)}]
         doc = {"schema_version": SCHEMA_VERSION, "gpu_model": model,
                "gpu_name": rows[0].get("gpu_name"),
                "rows": sorted(kept.values(), key=lambda r: (r["kernel"], r["config"])),
                "history": history}
+        problems = baseline_problems(doc)
+        if problems:
+            raise BaselineError(f"the run cannot make a valid {model} baseline: "
+                                f"{one_line(problems)}; nothing was written; fix: promote a "
+                                "run JSON written by tirx-suite")
+        planned.append((path, doc, render_md(doc)))
+    # everything is validated and rendered before the first write; each write is atomic
+    for path, doc, md in planned:
+        save_text(path.with_name("baseline.md"), md)
         save_json(path, doc)
-        path.with_name("baseline.md").write_text(render_md(doc))
         written += [path, path.with_name("baseline.md")]
-    return written
+    return Promoted(written, pruned, unmeasured)
 
 
 def render_md(doc: dict) -> str:

@@ -4,13 +4,14 @@
 
   tirx-suite [--kernel K] [--family F] [--config LABEL] [--all] [--workloads FILE] [options]
   tirx-suite --check-imports | --list
-  tirx-suite promote RUN.json [--merge] [--force]
+  tirx-suite promote RUN.json [--merge | --prune] [--force]
   tirx-suite compare RUN.json [--threshold PCT]
   tirx-suite report RUN.json
 
 Exit codes: 0 ok, 1 a failure (FAIL, TIMEOUT, BASELINE_ERROR, an import error, a refused
 promotion), 2 a config or usage error (nothing ran), 3 a regression against the baseline
-beyond the threshold, 130 interrupted (the partial run is still written).
+beyond the threshold, 130 interrupted (Ctrl-C, SIGTERM or SIGHUP: the children are killed
+and reaped, the partial run is still written).
 """
 
 from __future__ import annotations
@@ -24,8 +25,18 @@ import time
 import traceback
 from pathlib import Path
 
+from ..cliargs import (
+    Parser,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    unwritable,
+)
 from ..impls import ratio
+from ..interrupts import StopSignals, raise_interrupt
 from ..meta import MetaError
+from ..output import StdoutClosed, emit, flush_stdout, note, stdout_closed_line
 from ..plugins import PluginError
 from ..registry import Registry, RegistryError, UnknownConfig, UnknownKernel, did_you_mean
 from . import FAILED, INTERFERED
@@ -33,6 +44,7 @@ from . import baseline as baselines
 from .config import ConfigError, Workload, load_suite, load_workloads_file
 from .executor import ChildExecutor
 from .gpus import LockPool, NullMonitor, SmiMonitor, inventory
+from .lockfile import LockError
 from .plot import write_ratio_plot
 from .report import run_report
 from .results import (
@@ -43,6 +55,7 @@ from .results import (
     provenance,
     run_document,
     save_json,
+    save_text,
 )
 from .scheduler import Events, Outcome, Scheduler
 
@@ -78,8 +91,8 @@ class Backend:
 
 
 def _run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0],
-                                epilog="Subcommands: promote, compare, report (RUN.json).")
+    p = Parser(prog=PROG, description=__doc__.splitlines()[0],
+               epilog="Subcommands: promote, compare, report (RUN.json).")
     sel = p.add_argument_group("selection (default: every default: true entry)")
     sel.add_argument("--kernel", action="append", default=[], help="repeatable")
     sel.add_argument("--family", action="append", default=[], help="repeatable")
@@ -94,23 +107,25 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", default=None,
                    help="a family that fails to load is an error")
     run = p.add_argument_group("running")
-    run.add_argument("--rounds", type=int, default=5, help="measurement rounds (default 5)")
-    run.add_argument("--cooldown", type=float, default=1.0,
+    run.add_argument("--rounds", type=positive_int, default=5,
+                     help="measurement rounds (default 5)")
+    run.add_argument("--cooldown", type=non_negative_float, default=1.0,
                      help="seconds before each implementation in each round (default 1.0)")
-    run.add_argument("--timeout", type=float, default=900.0,
+    run.add_argument("--timeout", type=positive_float, default=900.0,
                      help="seconds per workload before TIMEOUT (default 900)")
-    run.add_argument("--retries", type=int, default=3,
+    run.add_argument("--retries", type=non_negative_int, default=3,
                      help="requeues of an INTERFERED workload before FAIL (default 3)")
-    run.add_argument("--retry-delay", type=float, default=10.0,
+    run.add_argument("--retry-delay", type=non_negative_float, default=10.0,
                      help="seconds before a requeued workload starts again (default 10)")
     run.add_argument("--keep-going", action="store_true", help="do not stop at the first FAIL")
     run.add_argument("--gpus", help="comma-separated nvidia-smi indices to use (default: all)")
     run.add_argument("--no-monitor", action="store_true",
                      help="do not watch the GPUs for foreign processes")
-    run.add_argument("--monitor-interval", type=float, default=1.0,
+    run.add_argument("--monitor-interval", type=positive_float, default=1.0,
                      help="seconds between nvidia-smi polls (default 1.0)")
-    run.add_argument("--lock-dir", type=Path, help="GPU lock files (default: "
-                     "$TIRX_SUITE_LOCK_DIR or <tmp>/tirx-suite-locks)")
+    run.add_argument("--lock-dir", type=Path, help="GPU lock files, shared by every user of "
+                     "the host (default: $TIRX_SUITE_LOCK_DIR or <tmp>/tirx-suite-locks; "
+                     "created sticky, mode 1777)")
     out = p.add_argument_group("results")
     out.add_argument("--out-dir", type=Path, default=Path(".bench-suite"),
                      help="runs/, logs and reports/ go here (default: .bench-suite)")
@@ -125,18 +140,21 @@ def _run_parser() -> argparse.ArgumentParser:
 def _compare_args(p) -> None:
     p.add_argument("--baselines", type=Path,
                    help="baselines folder (default: <git root>/baselines)")
-    p.add_argument("--threshold", type=float, metavar="PCT",
+    p.add_argument("--threshold", type=positive_float, metavar="PCT",
                    help="fixed regression threshold in percent (default: from measured noise)")
 
 
 def _file_parser(cmd: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"{PROG} {cmd}")
+    p = Parser(prog=f"{PROG} {cmd}")
     p.add_argument("run_json", type=Path, metavar="RUN.json")
     if cmd == "promote":
         p.add_argument("--merge", action="store_true",
                        help="update only this run's rows, keep the others")
         p.add_argument("--force", action="store_true",
                        help="promote despite refusals (failed rows are still left out)")
+        p.add_argument("--prune", action="store_true",
+                       help="also remove the baseline rows this complete default sweep no "
+                       "longer has (each is listed); never a SKIP row")
         p.add_argument("--baselines", type=Path)
     else:
         _compare_args(p)
@@ -151,19 +169,28 @@ def _file_parser(cmd: str) -> argparse.ArgumentParser:
 def main(argv=None, *, backend: Backend | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd = argv.pop(0) if argv and argv[0] in SUBCOMMANDS else "run"
-    args = (_run_parser() if cmd == "run" else _file_parser(cmd)).parse_args(argv)
+    try:
+        args = (_run_parser() if cmd == "run" else _file_parser(cmd)).parse_args(argv)
+    except SystemExit as e:  # a usage error (one line printed) or --help
+        return e.code
     backend = backend or Backend()
+    # a kill or a closed terminal acts as Ctrl-C (a run defers them: StopSignals)
+    previous = {s: _set_signal(s, raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         if cmd == "run":
-            return cmd_run(args, backend)
-        return {"promote": cmd_promote, "compare": cmd_compare, "report": cmd_report}[cmd](args)
+            code = cmd_run(args, backend)
+        else:
+            code = {"promote": cmd_promote, "compare": cmd_compare,
+                    "report": cmd_report}[cmd](args)
+        flush_stdout()
+        return code
     except ConfigError as e:
         _err(f"invalid suite configuration ({len(e.problems)} problem(s)); nothing ran:")
         for problem in e.problems:
             print(f"  {problem}", file=sys.stderr)
         return EXIT_USAGE
     except (UsageError, UnknownKernel, UnknownConfig, RunFileError, PluginError, RegistryError,
-            MetaError) as e:
+            MetaError, baselines.BaselineError, LockError) as e:
         _err(str(e))
         return EXIT_USAGE
     except baselines.PromotionRefused as e:
@@ -172,13 +199,41 @@ def main(argv=None, *, backend: Backend | None = None) -> int:
             print(f"  {reason}", file=sys.stderr)
         print("  (--force promotes anyway; failed rows are never promoted)", file=sys.stderr)
         return EXIT_FAILED
+    except StdoutClosed as e:
+        note(stdout_closed_line(PROG, e))
+        return e.code or EXIT_FAILED
+    except BrokenPipeError:  # a listing written to a reader that left (`| head -1`)
+        note(stdout_closed_line(PROG, StdoutClosed()))
+        return EXIT_FAILED
     except KeyboardInterrupt:
         _err("interrupted")
         return EXIT_INTERRUPTED
+    except OSError as e:  # e.g. a disk that filled up while writing the run
+        _err(f"error: {e.strerror or e}{f': {e.filename}' if e.filename else ''}; fix: free "
+             "space or pass a writable --out-dir")
+        return EXIT_FAILED
+    except Exception as e:  # noqa: BLE001 - a bug must still be one line, not a traceback
+        _err(f"internal error: {type(e).__name__}: {e}; fix: report it with the traceback "
+             "that TIRX_KERNELS_DEBUG=1 prints")
+        if os.environ.get("TIRX_KERNELS_DEBUG"):
+            traceback.print_exc()
+        return EXIT_FAILED
+    finally:
+        for s, handler in previous.items():
+            if handler is not None:
+                _set_signal(s, handler)
+
+
+def _set_signal(signum, handler):
+    """Install a handler; the previous one (None off the main thread: nothing changed)."""
+    try:
+        return signal.signal(signum, handler)
+    except ValueError:
+        return None
 
 
 def _err(msg: str) -> None:
-    print(f"{PROG}: {msg}", file=sys.stderr, flush=True)
+    note(f"{PROG}: {msg}")
 
 
 def select(registry, args) -> tuple[list[Workload], dict]:
@@ -227,22 +282,25 @@ def check_imports(registry, workloads) -> int:
         kernel = registry.get(name)
         try:
             kernel.load()
-        except Exception:  # noqa: BLE001 - report it, fail the gate
-            _err(f"import of kernel {name!r} ({kernel.module}) failed:")
-            traceback.print_exc()
+        except Exception as e:  # noqa: BLE001 - report it, fail the gate
+            frames = traceback.extract_tb(e.__traceback__)
+            where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+            _err(f"import of kernel {name!r} ({kernel.module}) failed: {type(e).__name__}: "
+                 f"{e}{where}; fix: make it importable (TIRX_KERNELS_DEBUG=1 prints the "
+                 "traceback)")
+            if os.environ.get("TIRX_KERNELS_DEBUG"):
+                traceback.print_exc()
             return EXIT_FAILED
     print(f"imported {len(names)} kernel module(s) of the selected sweep: {', '.join(names)}")
     return EXIT_OK
 
 
 def _validate(args) -> None:
-    if args.rounds < 1 or args.cooldown < 0 or args.timeout <= 0 or args.retries < 0:
-        raise UsageError("--rounds must be >= 1, --cooldown >= 0, --timeout > 0, --retries >= 0")
-    if args.threshold is not None and args.threshold <= 0:
-        raise UsageError("--threshold is a percentage > 0")
     problem = env_git_problem()
     if problem:
         raise UsageError(problem)
+    if not args.no_compare and args.baselines is None:
+        args.baselines = baselines.default_dir()  # before running: a run must not lose its gate
 
 
 def _choose_gpus(gpus, spec: str | None):
@@ -285,6 +343,12 @@ def cmd_run(args, backend: Backend) -> int:
     found, gpu_source = backend.gpus()
     gpus = _choose_gpus(found, args.gpus)
     out_dir = args.out_dir.resolve()
+    cache_root = (args.cache_dir or out_dir / "cache").resolve()
+    for option, folder in (("--out-dir", out_dir), ("--cache-dir", cache_root)):
+        problem = unwritable(folder)
+        if problem:  # found now, not when the first row is saved
+            raise UsageError(f"{option} {folder} is not a writable folder ({problem}); fix: "
+                             f"pass {option} with a folder you can write")
     run_id = new_run_id()
     for n in range(2, 1000):  # same second, same process (tests): keep both runs
         if not (out_dir / "runs" / f"{run_id}.json").exists():
@@ -309,41 +373,46 @@ def cmd_run(args, backend: Backend) -> int:
     def save_partial(rows, remaining):
         outcome = Outcome(rows, [(w, "not finished (run in progress or killed)")
                                  for w in remaining])
-        save_json(run_path, run_document(run_id, started, outcome, selection=selection,
-                                         options=options, prov=prov))
+        try:
+            save_json(run_path, run_document(run_id, started, outcome, selection=selection,
+                                             options=options, prov=prov))
+        except OSError as e:  # e.g. a full disk: the run goes on; the final save says more
+            _err(f"warning: could not save the partial run to {run_path}: {e.strerror or e}")
 
     events = Progress(workloads, save_partial)
+    pool = backend.pool(gpus, args.lock_dir)  # an unusable lock file: LockError, nothing ran
     monitor = backend.monitor(args.monitor_interval) if use_monitor else NullMonitor()
-    pool = backend.pool(gpus, args.lock_dir)
     executor = backend.executor(run_dir, rounds=args.rounds, cooldown_s=args.cooldown,
-                                cache_root=(args.cache_dir or out_dir / "cache").resolve(),
+                                cache_root=cache_root,
                                 versions=prov["versions"])
-    scheduler = Scheduler(executor, pool, monitor, timeout_s=args.timeout,
-                          max_retries=args.retries, retry_delay_s=args.retry_delay,
-                          keep_going=args.keep_going, events=events,
-                          no_gpu_reason=f"no GPU: {gpu_source}",
-                          **backend.scheduler_options())
-    previous = _set_signal(signal.SIGTERM, _raise_interrupt)  # a kill acts as Ctrl-C
-    try:
-        outcome = scheduler.run(workloads)
-    finally:
-        if previous is not None:
-            _set_signal(signal.SIGTERM, previous)
-        monitor.close()
-        pool.close()
-    with _no_interrupts():  # the partial run is written even on a second Ctrl-C
+    # a stop signal stops new starts at a safe point; later ones cannot cut the writing short
+    with StopSignals() as stop:
+        scheduler = Scheduler(executor, pool, monitor, timeout_s=args.timeout,
+                              max_retries=args.retries, retry_delay_s=args.retry_delay,
+                              keep_going=args.keep_going, events=events,
+                              no_gpu_reason=f"no GPU: {gpu_source}", stop_check=stop.check,
+                              **backend.scheduler_options())
+        try:
+            outcome = scheduler.run(workloads)
+        finally:
+            monitor.close()
+            pool.close()
         doc = run_document(run_id, started, outcome, selection=selection, options=options,
                            prov=prov)
         comparison = None
         if not args.no_compare:
-            comparison = _compare(doc, args)
-            doc["comparison"] = comparison
+            try:
+                comparison = _compare(doc, args)
+                doc["comparison"] = comparison
+            except baselines.BaselineError as e:  # the run is kept; only the gate failed
+                doc["comparison_error"] = str(e)
         save_json(run_path, doc)
         report = write_report(doc, comparison, out_dir)
-    code = exit_code(doc, comparison)
-    _summarise(doc, comparison, run_path, report, code)
-    if args.json:
-        print(json.dumps(summary_json(doc, run_path, report, code), indent=1))
+        code = exit_code(doc, comparison)
+        _summarise(doc, comparison, run_path, report, code)
+        if args.json:  # stdout gone: the run JSON on disk has it all
+            emit(json.dumps(summary_json(doc, run_path, report, code), indent=1),
+                 saved=run_path, code=code)
     return code
 
 
@@ -356,7 +425,7 @@ def _compare(doc: dict, args) -> dict:
 def exit_code(doc: dict, comparison: dict | None) -> int:
     if doc.get("interrupted"):
         return EXIT_INTERRUPTED
-    if any(r["status"] in FAILED for r in doc["rows"]):
+    if any(r["status"] in FAILED for r in doc["rows"]) or doc.get("comparison_error"):
         return EXIT_FAILED
     if comparison and comparison["regressions"]:
         return EXIT_REGRESSION
@@ -369,7 +438,7 @@ def write_report(doc: dict, comparison: dict | None, out_dir: Path) -> Path:
     plot = write_ratio_plot(doc["rows"], folder / "ratios.png")
     note = "" if plot else "No measured ratio to plot."
     path = folder / "report.md"
-    path.write_text(run_report(doc, comparison, plot.name if plot else None, note))
+    save_text(path, run_report(doc, comparison, plot.name if plot else None, note))
     return path
 
 
@@ -391,6 +460,8 @@ def _summarise(doc, comparison, run_path, report, code) -> None:
          + f" in {doc['duration_s']:g} s")
     if doc.get("stopped"):
         _err(f"stopped: {doc['stopped']}")
+    if doc.get("comparison_error"):
+        _err(f"no comparison: {doc['comparison_error']}")
     if comparison is not None:
         regress = [r for r in comparison["rows"] if r["verdict"] == "regression"]
         for r in regress:
@@ -410,7 +481,10 @@ class Progress(Events):
         self.rows = []
 
     def _print(self, msg: str) -> None:
-        print(msg, file=self.out or sys.stderr, flush=True)
+        if self.out is None:
+            note(msg)
+        else:
+            print(msg, file=self.out, flush=True)
 
     def _times(self, done: int, total: int) -> str:
         elapsed = self.clock() - self.t0
@@ -449,32 +523,20 @@ def _hms(seconds: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
-def _set_signal(signum, handler):
-    """Install a handler; returns the previous one (None off the main thread: unchanged)."""
-    try:
-        return signal.signal(signum, handler)
-    except ValueError:
-        return None
-
-
-class _no_interrupts:
-    def __enter__(self):
-        self.previous = _set_signal(signal.SIGINT, signal.SIG_IGN)
-
-    def __exit__(self, *exc):
-        if self.previous is not None:
-            _set_signal(signal.SIGINT, self.previous)
-
-
 def cmd_promote(args) -> int:
+    if args.prune and args.merge:
+        raise UsageError("--prune needs a complete default sweep (promote without --merge); "
+                         "a targeted run cannot tell which rows left the sweep")
     run = load_run(args.run_json)
-    written = baselines.promote(run, args.baselines or baselines.default_dir(),
-                                merge=args.merge, force=args.force)
-    for path in written:
+    done = baselines.promote(run, args.baselines or baselines.default_dir(),
+                             merge=args.merge, force=args.force, prune=args.prune)
+    for model, kernel, config in done.pruned:
+        print(f"removed {model} {kernel} {config} (not in this sweep)")
+    if done.kept:
+        print(f"kept {done.kept} baseline row(s) this run did not measure (a SKIP, or not "
+              "selected)" + ("" if args.merge else "; --prune removes rows no longer in the "
+                             "sweep"))
+    for path in done.written:
         print(f"wrote {path}")
     return EXIT_OK
 

@@ -18,6 +18,7 @@ file, the entry and the fix; the CLI then exits 2 and runs nothing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,8 +62,22 @@ class Workload:
         return options
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects a key given twice in one mapping (PyYAML keeps the last)."""
+class _AliasRefused(yaml.YAMLError):
+    def __init__(self, anchor: str, line: int):
+        self.anchor, self.line = anchor, line
+        super().__init__(f"alias *{anchor} at line {line}")
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects a key given twice in one mapping (PyYAML keeps the last) and
+    every alias: nested aliases expand exponentially (a 400-byte "billion laughs" file is
+    gigabytes once expanded), and a suite file has no need for them."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise _AliasRefused(event.anchor, event.start_mark.line + 1)
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
         seen = set()
@@ -80,12 +95,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 def read_yaml(path: Path, problems: list[str]):
     try:
-        return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+        return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_StrictLoader)
     except OSError as e:
         problems.append(f"{path}: cannot read: {e}")
     except UnicodeDecodeError as e:
         problems.append(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); "
                         "fix: save the file as UTF-8")
+    except _AliasRefused as e:
+        problems.append(f"{path}: line {e.line}: YAML aliases (*{e.anchor}) are not allowed in "
+                        "suite files; fix: write the value out in full")
     except yaml.YAMLError as e:
         detail = " ".join(str(e).split())
         problems.append(f"{path}: malformed YAML: {detail}; fix: correct the YAML syntax")
@@ -238,17 +256,19 @@ def _overrides(where, data, problems, *, only_overrides=False) -> dict:
     for key in OVERRIDE_KEYS:
         if key not in data:
             continue
-        value, number = data[key], isinstance(data[key], (int, float)) and not isinstance(
-            data[key], bool)
+        value = data[key]
+        # YAML has .nan and .inf: a NaN budget passes every comparison
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) \
+            and math.isfinite(value)
         if key == "timer" and value not in TIMERS:
             fix = f"one of {', '.join(TIMERS)}"
         elif key == "num_gpus" and (not isinstance(value, int) or isinstance(value, bool)
                                     or value < 1):
             fix = "an integer >= 1"
         elif key == "warmup" and (not number or value < 0):
-            fix = "a number of milliseconds >= 0"
+            fix = "a finite number of milliseconds >= 0"
         elif key == "repeat" and (not number or value <= 0):
-            fix = "a number of milliseconds > 0"
+            fix = "a finite number of milliseconds > 0"
         else:
             out[key] = value
             continue

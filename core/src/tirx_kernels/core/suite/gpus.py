@@ -5,8 +5,9 @@
 - ``inventory()`` asks ``nvidia-smi`` (index, UUID, name, driver, memory, clocks); without it,
   a torch subprocess (the suite process itself never creates a CUDA context).
 - ``LockPool`` hands out ``n`` GPUs all-or-nothing; each GPU is also held through an
-  exclusive ``flock`` on ``<lock dir>/<uuid>.lock`` so two suites on one host never share
-  one. The kernel drops the lock when the holder dies: no stale locks.
+  exclusive ``flock`` on ``<lock dir>/<uuid>.lock`` so two suites on one host, of any users,
+  never share one (:mod:`.lockfile` opens those files safely). The kernel drops the lock
+  when the holder dies: no stale locks.
 - ``SmiMonitor`` polls ``nvidia-smi --query-compute-apps`` while workloads run and reports
   processes on their GPUs that are not the workload's own (its process group).
 """
@@ -24,6 +25,8 @@ import tempfile
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from .lockfile import note_holder, open_lock_file, prepare_folder
 
 SMI_FIELDS = ("index", "uuid", "name", "driver_version", "memory.total", "clocks.max.sm",
               "clocks.max.memory", "clocks.sm", "clocks.mem")
@@ -134,12 +137,25 @@ def default_lock_dir() -> Path:
 
 
 class LockPool:
-    """All-or-nothing acquisition of GPUs, exclusive across processes through flock."""
+    """All-or-nothing acquisition of GPUs, exclusive across processes through flock.
+
+    Every lock file is opened up front, so a folder or file that cannot be used safely is a
+    LockError before anything runs, never halfway through a sweep."""
 
     def __init__(self, gpus: list[Gpu], lock_dir: Path | None = None):
         self.gpus = list(gpus)
         self.lock_dir = Path(lock_dir) if lock_dir else default_lock_dir()
-        self._held: dict[str, int] = {}  # uuid -> fd of its locked file
+        self._fds: dict[str, int] = {}  # uuid -> fd of its lock file (pool lifetime)
+        self._held: set[str] = set()  # uuids locked by this pool
+        if self.gpus:
+            prepare_folder(self.lock_dir)
+        try:
+            for gpu in self.gpus:
+                name = re.sub(r"[^A-Za-z0-9_.-]", "_", gpu.uuid) + ".lock"
+                self._fds[gpu.uuid] = open_lock_file(self.lock_dir / name)
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def total(self) -> int:
@@ -165,25 +181,24 @@ class LockPool:
 
     def release(self, gpus: list[Gpu]) -> None:
         for gpu in gpus:
-            fd = self._held.pop(gpu.uuid, None)
-            if fd is not None:
-                os.close(fd)  # closing drops the flock
+            if gpu.uuid in self._held:
+                self._held.discard(gpu.uuid)
+                fcntl.flock(self._fds[gpu.uuid], fcntl.LOCK_UN)
 
     def close(self) -> None:
-        self.release([g for g in self.gpus if g.uuid in self._held])
+        """Release everything and close the lock files (closing drops any flock)."""
+        self._held.clear()
+        while self._fds:
+            os.close(self._fds.popitem()[1])
 
     def _lock(self, gpu: Gpu) -> bool:
-        self.lock_dir.mkdir(parents=True, exist_ok=True)
-        path = self.lock_dir / (re.sub(r"[^A-Za-z0-9_.-]", "_", gpu.uuid) + ".lock")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = self._fds[gpu.uuid]
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            os.close(fd)
             return False
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())  # who holds it, for a curious human
-        self._held[gpu.uuid] = fd
+        note_holder(fd)
+        self._held.add(gpu.uuid)
         return True
 
 

@@ -14,6 +14,8 @@ import struct
 import zlib
 from pathlib import Path
 
+from .results import save_bytes
+
 _GLYPHS = {  # rows top to bottom
     "A": ".###. #...# #...# ##### #...# #...# #...#",
     "B": "####. #...# #...# ####. #...# #...# ####.",
@@ -151,5 +153,5 @@ def write_ratio_plot(rows: list[dict], path: Path) -> Path | None:
         return None
     png = ratio_chart(items, "ratio fastest reference / ours  (>1: ours faster)")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_bytes(png)
+    save_bytes(path, png)
     return Path(path)

@@ -112,6 +112,9 @@ def run_report(run: dict, comparison: dict | None, plot_name: str | None,
         lines += ["", f"_{plot_note}_"]
     if comparison is not None:
         lines += ["", comparison_section(comparison)]
+    elif run.get("comparison_error"):
+        lines += ["", "## Comparison with the baseline", "",
+                  f"Not possible: {run['comparison_error']}"]
     problems = [r for r in run["rows"] if r["status"] in FAILED]
     skips = [r for r in run["rows"] if r["status"] == SKIP]
     if problems:

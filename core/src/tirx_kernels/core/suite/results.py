@@ -37,6 +37,7 @@ from ..impls import ratio
 from . import STATUSES
 from .gpus import model_slug
 from .scheduler import Outcome, Row
+from .schema import one_line, run_problems
 
 SCHEMA_VERSION = 1
 TRACKED_DISTRIBUTIONS = (
@@ -178,24 +179,47 @@ def _iso(t: float) -> str:
 
 
 def save_json(path: Path, doc: dict) -> Path:
-    """Write atomically: a reader (or a Ctrl-C) never sees half a file."""
+    """Write atomically: a reader (or a Ctrl-C, or a crash) never sees half a file."""
+    return save_text(path, json.dumps(doc, indent=1, sort_keys=False) + "\n")
+
+
+def save_text(path: Path, text: str) -> Path:
+    """Write ``text`` atomically (see :func:`save_bytes`)."""
+    return save_bytes(path, text.encode("utf-8"))
+
+
+def save_bytes(path: Path, data: bytes) -> Path:
+    """Write to a temp file of this process beside ``path``, flush it to disk, then rename
+    it over ``path``: the old content or the new one, never a mix."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 
 def load_run(path: Path) -> dict:
+    """A run JSON whose every field a command reads is usable; else RunFileError (one line)."""
+    fix = "fix: pass a run JSON written by tirx-suite (.bench-suite/runs/<id>.json)"
     try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
-        raise RunFileError(f"{path}: cannot read a run JSON: {e}") from None
-    if not isinstance(doc, dict) or doc.get("schema_version") != SCHEMA_VERSION:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise RunFileError(f"{path}: cannot read a run JSON: {e}; {fix}") from None
+    if isinstance(doc, dict) and doc.get("schema_version") != SCHEMA_VERSION:
         raise RunFileError(f"{path}: not a tirx-suite run (schema_version "
-                           f"{doc.get('schema_version') if isinstance(doc, dict) else '?'}, "
-                           f"expected {SCHEMA_VERSION})")
+                           f"{doc.get('schema_version')!r}, expected {SCHEMA_VERSION}); {fix}")
+    problems = run_problems(doc)
+    if problems:
+        raise RunFileError(f"{path}: not a valid tirx-suite run: {one_line(problems)}; "
+                           f"{fix}")
     return doc
 
 

@@ -15,7 +15,7 @@ Larger GPU claims start first; a claim that cannot start reserves its GPUs, so s
 claims behind it never starve it. Results: PASS, SKIP, FAIL, TIMEOUT, BASELINE_ERROR;
 INTERFERED is requeued after a delay (bounded retries, then FAIL). The first real failure
 stops new starts (fail-fast) unless ``keep_going``; running children finish. Ctrl-C kills
-every child and returns what finished (``interrupted``).
+every child and returns what finished (``interrupted``); so does any other exit.
 """
 
 from __future__ import annotations
@@ -119,13 +119,14 @@ class Scheduler:
     def __init__(self, executor, pool, monitor, *, timeout_s: float, max_retries: int = 3,
                  retry_delay_s: float = 10.0, keep_going: bool = False, events: Events = None,
                  no_gpu_reason: str = "no GPU found", clock=time.monotonic, sleep=time.sleep,
-                 poll_s: float = 0.1):
+                 poll_s: float = 0.1, stop_check=lambda: None):
         self.executor, self.pool, self.monitor = executor, pool, monitor
         self.timeout_s, self.max_retries, self.retry_delay_s = timeout_s, max_retries, \
             retry_delay_s
         self.keep_going, self.events = keep_going, events or Events()
         self.no_gpu_reason = no_gpu_reason
         self.clock, self.sleep, self.poll_s = clock, sleep, poll_s
+        self.stop_check = stop_check  # raises KeyboardInterrupt once a stop signal came
 
     def run(self, workloads: list[Workload]) -> Outcome:
         self._total = len(workloads)
@@ -144,6 +145,7 @@ class Scheduler:
                 if not running and (not pending or self._stopped is not None):
                     break
                 self.sleep(self.poll_s)
+                self.stop_check()
                 for r in list(running):
                     result = self._check(r)
                     if result is not None:
