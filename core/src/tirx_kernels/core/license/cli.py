@@ -2,7 +2,7 @@
 # SPDX-FileCopyrightText: Copyright TIRx authors
 """``tirx-license``: audit license headers, metadata and wheels; self-test; fix native headers.
 
-    tirx-license audit [--package NAME ...] [--wheel PATH ...] [--json] [--root DIR]
+    tirx-license audit [--package NAME ...] [--wheel PATH [PATH ...]] [--json] [--root DIR]
     tirx-license audit --self-test
     tirx-license fix [--package NAME ...] [--dry-run] [FILE ...]
     tirx-license list [--json]
@@ -33,8 +33,10 @@ def _parser() -> argparse.ArgumentParser:
     a = sub.add_parser("audit", help="check headers, pyproject license fields, license files")
     a.add_argument("--package", action="append", default=[], metavar="NAME",
                    help="distribution (tirx-kernels-basic) or family (basic); repeatable")
-    a.add_argument("--wheel", action="append", default=[], metavar="PATH", type=Path,
-                   help="also audit a built wheel; alone, audit only the wheels")
+    # nargs="+" with "extend": both `--wheel dist/*.whl` (a shell glob) and repeated
+    # `--wheel A --wheel B` work.
+    a.add_argument("--wheel", nargs="+", action="extend", default=[], metavar="PATH", type=Path,
+                   help="also audit built wheels (one or more); alone, audit only the wheels")
     a.add_argument("--json", action="store_true", help="machine-readable report")
     a.add_argument("--self-test", action="store_true",
                    help="prove every rule fires on synthetic broken cases")

@@ -1,0 +1,47 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The ``tirx-license`` command line: argument forms, exit codes, one-line errors."""
+
+import json
+import shutil
+
+import pytest
+
+from tirx_kernels.core.license import cli
+from tirx_kernels.core.license import selftest as st
+
+
+@pytest.fixture
+def two_wheels(tmp_path):
+    tree = tmp_path / "tree"
+    st.build_tree(tree)
+    out = tmp_path / "dist"
+    out.mkdir()
+    first = st.build_wheel(tree, out)
+    second = out / first.name.replace("0.1.0", "0.2.0")
+    shutil.copy(first, second)
+    return [str(first), str(second)]
+
+
+def _audited_wheels(capsys, argv):
+    code = cli.main(argv + ["--json"])
+    report = json.loads(capsys.readouterr().out)
+    return code, report["wheels"]
+
+
+def test_wheel_takes_several_paths_after_one_flag(two_wheels, capsys):
+    # What the README shows: `tirx-license audit --wheel dist/*.whl`.
+    code, wheels = _audited_wheels(capsys, ["audit", "--wheel", *two_wheels])
+    assert code in (0, 1) and wheels == two_wheels
+
+
+def test_wheel_flag_may_be_repeated(two_wheels, capsys):
+    code, wheels = _audited_wheels(capsys, ["audit", "--wheel", two_wheels[0],
+                                            "--wheel", two_wheels[1]])
+    assert code in (0, 1) and wheels == two_wheels
+
+
+def test_wheel_without_a_path_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["audit", "--wheel"])
+    assert exc.value.code == 2
