@@ -118,10 +118,16 @@ def cmd_fix(args) -> int:
     result = fix(select(dists, repo, args.package), repo, dists, args.files or None,
                  dry_run=args.dry_run)
     verb = "would add" if args.dry_run else "added"
+    for rel, why in result.errors:
+        print(f"{rel}: ERROR: {why}", file=sys.stderr)
+    if result.errors:
+        print(f"tirx-license fix: nothing written: {len(result.errors)} file(s) cannot be "
+              "read (named above)", file=sys.stderr)
+        return 1
     for rel in result.fixed:
         print(f"{rel}: {verb} the native header")
     for rel, why in result.skipped:
-        print(f"{rel}: left alone: {why} (see tirx-license audit)")
+        print(f"{rel}: left alone: {why}")
     for rel, why in result.refused:
         print(f"{rel}: REFUSED: {why}", file=sys.stderr)
     print(f"tirx-license fix: {len(result.fixed)} {verb}, {len(result.refused)} refused")

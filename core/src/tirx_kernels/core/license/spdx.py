@@ -17,6 +17,13 @@ TIRX_COPYRIGHT = "Copyright TIRx authors"
 NATIVE_LICENSE_LINE = f"# {LICENSE_TAG}: {NATIVE_SPDX}"
 COPYRIGHT_LINE = f"# {COPYRIGHT_TAG}: {TIRX_COPYRIGHT}"
 NATIVE_HEADER = (NATIVE_LICENSE_LINE, COPYRIGHT_LINE)
+
+
+def native_header() -> tuple[str, ...]:
+    """The two lines a native file starts with."""
+    return NATIVE_HEADER
+
+
 PORT_PREFIX = "# This file is a TIRx port of code from "
 
 # Phrases every copy of a license text contains (checked on shipped license files).
