@@ -45,3 +45,22 @@ def test_wheel_without_a_path_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["audit", "--wheel"])
     assert exc.value.code == 2
+
+
+def test_an_unexpected_error_is_one_line_not_a_traceback(monkeypatch, capsys):
+    def boom(args):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(cli, "cmd_list", boom)
+    monkeypatch.delenv(cli.DEBUG_ENV, raising=False)
+    assert cli.main(["list"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "RuntimeError: disk on fire" in err
+    assert cli.DEBUG_ENV in err  # says how to get the traceback
+
+
+def test_the_debug_variable_lets_the_traceback_through(monkeypatch):
+    monkeypatch.setattr(cli, "cmd_list", lambda args: 1 / 0)
+    monkeypatch.setenv(cli.DEBUG_ENV, "1")
+    with pytest.raises(ZeroDivisionError):
+        cli.main(["list"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -22,9 +23,11 @@ from .discover import Distribution, Repo, discover, normalize
 from .fix import fix
 from .wheel import audit_wheel
 
+DEBUG_ENV = "TIRX_LICENSE_DEBUG"
+
 
 class UsageError(Exception):
-    pass
+    """A problem with what was asked: printed as one line, exit 2."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -150,11 +153,20 @@ def cmd_list(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(argv)  # usage errors: argparse prints one line, exit 2
     try:
         return {"audit": cmd_audit, "fix": cmd_fix, "list": cmd_list}[args.command](args)
     except UsageError as e:
         print(f"tirx-license: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tirx-license: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # no CLI path prints a traceback; the debug variable shows it
+        if os.environ.get(DEBUG_ENV):
+            raise
+        print(f"tirx-license {args.command}: internal error: {type(e).__name__}: {e}; "
+              f"rerun with {DEBUG_ENV}=1 for the traceback and report it", file=sys.stderr)
         return 2
 
 
