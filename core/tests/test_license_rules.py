@@ -20,7 +20,9 @@ from tirx_kernels.core.license.spdx import (
     LICENSE_TAG,
     NATIVE_HEADER,
     PORT_PREFIX,
+    invalid,
     join,
+    same,
     terms,
 )
 from tirx_kernels.core.license.wheel import audit_wheel
@@ -42,6 +44,31 @@ def test_terms_split_conjunctions_only():
     assert terms("Apache-2.0 and BSD-3-Clause") == {"Apache-2.0", "BSD-3-Clause"}
     assert terms("Apache-2.0 AND (MIT OR Zlib)") == {"Apache-2.0", "MIT OR Zlib"}
     assert terms("Apache-2.0 AND Apache-2.0") == {"Apache-2.0"}
+
+
+def test_terms_ignore_order_and_spelling():
+    assert terms("MIT AND Apache-2.0") == terms("Apache-2.0 AND MIT")
+    assert terms("Apache-2.0 AND (Zlib OR MIT)") == terms("(MIT OR Zlib) AND Apache-2.0")
+    assert terms("apache-2.0 AND mit") == {"Apache-2.0", "MIT"}
+    assert same("A-B AND MIT", "MIT AND A-B") is False  # an unknown id is never equal
+
+
+@pytest.mark.parametrize("expression", ["Apache2", "MIT-0 AND", "Apache-2.0 AND", "(MIT",
+                                        "MIT WITH Apache-2.0", "", "Apache-2.0 AND MIT-Zero"])
+def test_invalid_expressions(expression):
+    assert invalid(expression)
+
+
+@pytest.mark.parametrize("expression", ["MIT-0", "Apache-2.0 AND MIT", "LicenseRef-Acme-1.0",
+                                        "Apache-2.0 WITH LLVM-exception", "MIT OR Zlib"])
+def test_valid_expressions(expression):
+    assert invalid(expression) is None
+
+
+def test_invalid_header_expression_is_a_finding():
+    text = st.GEMM.replace("Apache-2.0 AND MIT", "Apache2 AND MIT", 1)
+    [f] = [f for f in check_python(text, PORT_RULE, "x.py") if f.rule == "spdx-expression"]
+    assert "Apache2" in f.message
 
 
 def test_join_is_canonical():

@@ -119,6 +119,13 @@ def _rel(path: Path, repo: Repo) -> str:
 def _check_policy(dist: Distribution, where: str) -> list[Finding]:
     out = []
     policy = dist.policy
+    for label, expr in [("expression", policy.expression)] + \
+            [(f"upstream {up.project}", up.spdx) for up in upstreams(dist)] + \
+            [(f"override {rel}", o.spdx) for rel, o in policy.overrides.items()]:
+        why = invalid(expr)
+        if why:
+            out.append(Finding("policy-expression", where, f"the policy's {label} is not a "
+                               f"valid SPDX expression: {why}", "an SPDX expression", expr))
     for up in upstreams(dist):
         if not up.url.startswith("https://"):
             out.append(Finding("policy", where, f"upstream {up.project}: the canonical URL is "
@@ -145,7 +152,7 @@ def _check_policy(dist: Distribution, where: str) -> list[Finding]:
                        for p in dist.package_dir.rglob("*.py")):
                 out.append(Finding("policy-path", where, "native_files entry matches no file",
                                    "an existing file", pat))
-    if dist.kind != "other":
+    if dist.kind != "other" and not invalid(policy.expression):
         want = expected_expression(dist)
         if terms(policy.expression) != terms(want):
             out.append(Finding("policy-expression", where, "the policy's expression is not the "

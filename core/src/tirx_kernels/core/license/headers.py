@@ -29,6 +29,7 @@ from .spdx import (
     NATIVE_HEADER,
     NATIVE_SPDX,
     PORT_PREFIX,
+    invalid,
     normalize_text,
     terms,
 )
@@ -110,7 +111,10 @@ def check_python(text: str, rule: FileRule, path: str) -> list[Finding]:
     kind = rule.kind if rule.kind != "either" else ("port" if port else "native")
     expected = NATIVE_SPDX if kind == "native" else rule.spdx
     for lineno, expr in spdx[:1]:
-        if terms(expr) != terms(expected):
+        why = invalid(expr)
+        if why:
+            add("spdx-expression", f"invalid SPDX expression: {why}", expected, expr, lineno)
+        elif terms(expr) != terms(expected):
             add("spdx-expression", f"wrong SPDX expression ({rule.why or kind})",
                 expected, expr, lineno)
     if kind == "native":

@@ -173,6 +173,7 @@ class Case:
     expect: str | None  # the rule that must fire; None: must pass clean
     mutate: Callable[[Path], None] | None = None
     wheel: dict | None = None  # build_wheel options: audit a wheel instead of the tree
+    policy: LicensePolicy | None = None  # replaces the demo family's policy
 
 
 CASES = [
@@ -210,12 +211,29 @@ CASES = [
     Case("native file with a port header", "native-header",
          _write("packages/plain/src/tirx_kernels/plain/rms.py", GEMM)),
     Case("file with no header", "spdx-count", _write(P, '"""Plugin."""\n')),
+    Case("valid: the same terms in another order", None,
+         lambda root: (_edit(G, f"{LICENSE_TAG}: Apache-2.0 AND MIT",
+                             f"{LICENSE_TAG}: MIT AND Apache-2.0")(root),
+                       _edit("packages/demo/pyproject.toml",
+                             "Apache-2.0 AND BSD-3-Clause AND MIT",
+                             "MIT AND (BSD-3-Clause AND Apache-2.0)")(root))),
+    Case("pyproject expression with an unknown identifier (Apache2)", "pyproject-license",
+         _edit("packages/plain/pyproject.toml", '"Apache-2.0"', '"Apache2"')),
+    Case("header expression with broken syntax (MIT-0 AND)", "spdx-expression",
+         _edit(G, f"{LICENSE_TAG}: Apache-2.0 AND MIT", f"{LICENSE_TAG}: MIT-0 AND")),
+    Case("policy expression misspelled (Apache2 AND MIT)", "policy-expression",
+         policy=LicensePolicy("Apache2 AND BSD-3-Clause AND MIT", MLA, DEMO_POLICY.overrides,
+                              DEMO_POLICY.native_files)),
+    Case("wheel License-Expression with broken syntax", "wheel-license-expression",
+         wheel={"expression": "Apache-2.0 AND BSD-3-Clause AND MIT-0 AND"}),
     Case("pyproject expression misses a term", "pyproject-license",
          _edit("packages/demo/pyproject.toml", "Apache-2.0 AND BSD-3-Clause AND MIT",
                "Apache-2.0 AND MIT")),
     Case("pyproject expression with an extra term", "pyproject-license",
          _edit("packages/plain/pyproject.toml", '"Apache-2.0"', '"Apache-2.0 AND MIT"')),
-    Case("policy expression misses a term", "policy-expression", None),
+    Case("policy expression misses a term", "policy-expression",
+         policy=LicensePolicy("Apache-2.0 AND MIT", MLA, DEMO_POLICY.overrides,
+                              DEMO_POLICY.native_files)),
     Case("license-files misses the upstream text", "pyproject-license-files",
          _edit("packages/demo/pyproject.toml", ', "licenses/*.txt"', "")),
     Case("package copy of LICENSE differs", "license-file-differs",
@@ -244,9 +262,8 @@ def run_case(case: Case, work: Path) -> list[Finding]:
     if case.mutate:
         case.mutate(root)
     dists = distributions(root)
-    if case.name == "policy expression misses a term":
-        dists[0].policy = LicensePolicy("Apache-2.0 AND MIT", MLA, DEMO_POLICY.overrides,
-                                        DEMO_POLICY.native_files)
+    if case.policy is not None:
+        dists[0].policy = case.policy
     repo = Repo(root, walk(root), False)
     if case.wheel is not None:
         out = work / "wheels"
