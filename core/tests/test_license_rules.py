@@ -22,6 +22,7 @@ from tirx_kernels.core.license.spdx import (
     PORT_PREFIX,
     invalid,
     join,
+    native_header,
     same,
     terms,
 )
@@ -351,3 +352,38 @@ def test_distribution_outside_the_repository_is_walked(tree, tmp_path_factory):
     bad.write_text("x = 1\n")
     found = audit_distribution(plain, elsewhere, [plain])
     assert any(f.rule == "spdx-count" and f.path == str(bad) for f in found)
+
+
+# --- a family's own copyright holder ---------------------------------------------------------
+
+ACME = replace(st.PLAIN_POLICY, copyright_holder="Acme Corp")
+
+
+def test_a_family_names_its_own_copyright_holder(tree):
+    acme_header = "\n".join(native_header("Acme Corp")) + "\n"
+    assert acme_header.splitlines()[1].endswith(": Copyright Acme Corp")
+    for path in (tree / "packages/plain/src/tirx_kernels/plain").glob("*.py"):
+        path.write_text(path.read_text().replace("Copyright TIRx authors", "Copyright Acme Corp"))
+    dists = st.distributions(tree)
+    dists[1].policy = ACME
+    plain_files = [f for f in audit(dists, Repo(tree, walk(tree)))
+                   if "packages/plain/src" in f.path]
+    assert plain_files == []
+    dists[1].policy = st.PLAIN_POLICY  # the files no longer carry the TIRx line
+    assert "tirx-copyright" in {f.rule for f in audit(dists, Repo(tree, walk(tree)))}
+
+
+def test_fix_writes_the_family_holder(tree):
+    new = tree / "packages/plain/src/tirx_kernels/plain/new.py"
+    new.write_text("x = 1\n")
+    dists = st.distributions(tree)
+    dists[1].policy = ACME
+    fix(dists, Repo(tree, walk(tree)), dists)
+    assert new.read_text() == "\n".join(native_header("Acme Corp")) + "\nx = 1\n"
+
+
+@pytest.mark.parametrize("holder", ["", "Copyright Acme", "Acme\nCorp", " Acme"])
+def test_a_malformed_holder_is_a_policy_finding(tree, holder):
+    dists = st.distributions(tree)
+    dists[1].policy = replace(st.PLAIN_POLICY, copyright_holder=holder)
+    assert "policy" in {f.rule for f in audit(dists, Repo(tree, walk(tree)))}

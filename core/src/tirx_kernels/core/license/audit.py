@@ -25,21 +25,23 @@ def rule_for(dist: Distribution, rel_to_package: str | None) -> FileRule:
     """The header rule of a file (path relative to the package dir; None: outside it)."""
     policy = dist.policy
     label = dist.family or dist.name
+    holder = policy.copyright_holder
     if rel_to_package is None:  # tests, tools: native, or a complete port header
         if policy.native:
-            return FileRule("native", why=f"{label}: native distribution")
+            return FileRule("native", why=f"{label}: native distribution", holder=holder)
         return FileRule("either", join(NATIVE_SPDX, policy.upstream.spdx), policy.upstream,
-                        why=f"{label}: file outside the package")
+                        why=f"{label}: file outside the package", holder=holder)
     override = policy.overrides.get(rel_to_package)
     if override is not None:
         return FileRule("port", override.spdx, override.upstream or policy.upstream,
-                        override.required_text, why=f"{label}: override {rel_to_package}")
+                        override.required_text, why=f"{label}: override {rel_to_package}",
+                        holder=holder)
     if policy.native:
-        return FileRule("native", why=f"{label}: native family")
+        return FileRule("native", why=f"{label}: native family", holder=holder)
     if any(fnmatch.fnmatchcase(rel_to_package, pat) for pat in policy.native_files):
-        return FileRule("native", why=f"{label}: listed in native_files")
+        return FileRule("native", why=f"{label}: listed in native_files", holder=holder)
     return FileRule("port", join(NATIVE_SPDX, policy.upstream.spdx), policy.upstream,
-                    why=f"{label}: port of {policy.upstream.project}")
+                    why=f"{label}: port of {policy.upstream.project}", holder=holder)
 
 
 def upstreams(dist: Distribution) -> list[Upstream]:
@@ -126,6 +128,12 @@ def _check_policy(dist: Distribution, where: str) -> list[Finding]:
         if why:
             out.append(Finding("policy-expression", where, f"the policy's {label} is not a "
                                f"valid SPDX expression: {why}", "an SPDX expression", expr))
+    holder = policy.copyright_holder
+    if not isinstance(holder, str) or not holder.strip() or holder != holder.strip() \
+            or "\n" in holder or holder.lower().startswith("copyright"):
+        out.append(Finding("policy", where, "copyright_holder names who owns the family's "
+                           "code, one line, without the word Copyright", "Acme Corp",
+                           repr(holder)))
     for up in upstreams(dist):
         if not up.url.startswith("https://"):
             out.append(Finding("policy", where, f"upstream {up.project}: the canonical URL is "

@@ -78,7 +78,7 @@ def _plan(dists, repo, every, wanted, result: FixResult) -> list[_Planned]:
     for dist in dists:
         if dist.root is None:
             continue
-        header = native_header()
+        header = native_header(dist.policy.copyright_holder)
         for rel in own_python_files(dist, repo, every):
             link = repo.root / rel
             path = link.resolve()

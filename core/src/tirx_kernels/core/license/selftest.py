@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..family import FileOverride, LicensePolicy, Upstream
@@ -211,6 +211,8 @@ CASES = [
     Case("native file with a port header", "native-header",
          _write("packages/plain/src/tirx_kernels/plain/rms.py", GEMM)),
     Case("file with no header", "spdx-count", _write(P, '"""Plugin."""\n')),
+    Case("family declares another copyright holder than its files carry", "tirx-copyright",
+         policy=replace(DEMO_POLICY, copyright_holder="Example Corp")),
     Case("valid: the same terms in another order", None,
          lambda root: (_edit(G, f"{LICENSE_TAG}: Apache-2.0 AND MIT",
                              f"{LICENSE_TAG}: MIT AND Apache-2.0")(root),

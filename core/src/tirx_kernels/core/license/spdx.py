@@ -18,15 +18,21 @@ import re
 LICENSE_TAG = "SPDX-License-" "Identifier"
 COPYRIGHT_TAG = "SPDX-File" "CopyrightText"
 NATIVE_SPDX = "Apache-2.0"
-TIRX_COPYRIGHT = "Copyright TIRx authors"
+TIRX_HOLDER = "TIRx authors"  # LicensePolicy.copyright_holder's default
+TIRX_COPYRIGHT = f"Copyright {TIRX_HOLDER}"
 NATIVE_LICENSE_LINE = f"# {LICENSE_TAG}: {NATIVE_SPDX}"
 COPYRIGHT_LINE = f"# {COPYRIGHT_TAG}: {TIRX_COPYRIGHT}"
 NATIVE_HEADER = (NATIVE_LICENSE_LINE, COPYRIGHT_LINE)
 
 
-def native_header() -> tuple[str, ...]:
-    """The two lines a native file starts with."""
-    return NATIVE_HEADER
+def copyright_line(holder: str = TIRX_HOLDER) -> str:
+    """The header line naming the family's own copyright holder."""
+    return f"# {COPYRIGHT_TAG}: Copyright {holder}"
+
+
+def native_header(holder: str = TIRX_HOLDER) -> tuple[str, ...]:
+    """The two lines a native file of a family whose code ``holder`` owns starts with."""
+    return (NATIVE_LICENSE_LINE, copyright_line(holder))
 
 
 PORT_PREFIX = "# This file is a TIRx port of code from "
