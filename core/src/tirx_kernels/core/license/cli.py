@@ -7,7 +7,9 @@
     tirx-license fix [--package NAME ...] [--dry-run] [FILE ...]
     tirx-license list [--json]
 
-Exit status: 0 clean, 1 findings (or refusals), 2 usage errors.
+Where it looks: inside a git checkout (or with ``--root``) the checkout's distributions plus
+every other installed family; outside one, only what is installed (never a walk of the
+current folder). Exit status: 0 clean, 1 findings (or refusals), 2 usage errors.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from .audit import audit, expected_expression, own_python_files, required_files
 from .discover import Distribution, Repo, discover, normalize
 from .fix import fix
+from .installed import python_files as installed_python_files
 from .wheel import audit_wheel
 
 DEBUG_ENV = "TIRX_LICENSE_DEBUG"
@@ -56,27 +59,54 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def select(dists: list[Distribution], repo: Repo, names: list[str]) -> list[Distribution]:
+def select(dists: list[Distribution], names: list[str]) -> list[Distribution]:
+    """The named distributions (or families); without names, every one discovered: the
+    checkout's, each other installed family (broken ones included) and the meta-package."""
     if not names:
-        return [d for d in dists if d.root is not None and
-                (d.root == repo.root or repo.root in d.root.parents)]
+        return list(dists)
     chosen = []
     for name in names:
         hits = [d for d in dists if d.name == normalize(name) or d.family == name]
         if not hits:
-            known = ", ".join(d.name for d in dists)
+            known = ", ".join(d.name for d in dists) or "none installed"
             raise UsageError(f"no distribution or family {name!r}; known: {known}")
         chosen += [d for d in hits if d not in chosen]
     return chosen
 
 
-def _describe(d: Distribution, repo: Repo, every) -> dict:
+def python_file_count(d: Distribution, repo: Repo | None, every) -> int:
+    if d.kind == "broken":
+        return 0
+    if d.root is not None:
+        return len(own_python_files(d, d.home or repo, every))
+    return len(installed_python_files(d))
+
+
+def _describe(d: Distribution, repo: Repo | None, every) -> dict:
+    row = {"name": d.name, "kind": d.kind, "family": d.family, "version": d.version,
+           "source": d.source(repo), "root": str(d.root) if d.root else None}
+    if d.kind == "broken":
+        return row | {"error": d.error}
     up = d.policy.upstream
-    return {"name": d.name, "kind": d.kind, "family": d.family,
-            "root": str(d.root) if d.root else None, "expression": d.policy.expression,
-            "expected": expected_expression(d, every), "upstream": up.url if up else None,
-            "license_files": required_files(d),
-            "python_files": len(own_python_files(d, repo, every)) if d.root else 0}
+    return row | {"expression": d.policy.expression, "expected": expected_expression(d, every),
+                  "copyright_holder": d.policy.copyright_holder,
+                  "upstream": up.url if up else None, "license_files": required_files(d),
+                  "python_files": python_file_count(d, repo, every)}
+
+
+def _checkout(root: Path | None) -> Repo | None:
+    if root is not None and not Path(root).is_dir():
+        raise UsageError(f"--root {root} is not a directory")
+    return Repo.find(root)
+
+
+def audited(dists: list[Distribution], repo: Repo | None) -> str:
+    """Which distributions, from where: grouped by source, in words."""
+    groups: dict[str, list[str]] = {}
+    for d in dists:
+        groups.setdefault(d.source(repo), []).append(
+            f"{d.name} {d.version}" if d.version else d.name)
+    return "; ".join(f"{where}: {', '.join(names)}" for where, names in groups.items())
 
 
 def cmd_audit(args) -> int:
@@ -84,42 +114,49 @@ def cmd_audit(args) -> int:
         from .selftest import run_self_test
 
         return run_self_test(as_json=args.json)
-    if args.root is not None and not Path(args.root).is_dir():
-        print(f"tirx-license: --root {args.root} is not a directory", file=sys.stderr)
-        return 2
-    repo = Repo.find(args.root)
-    dists, findings = discover(repo)
+    repo = _checkout(args.root)
+    skipped: list[str] = []
+    dists, findings = discover(repo, skipped=skipped)
     wheels_only = bool(args.wheel) and not args.package
-    chosen = [] if wheels_only else select(dists, repo, args.package)
+    chosen = [] if wheels_only else select(dists, args.package)
     if not chosen and not wheels_only:
-        print(f"tirx-license: no distribution found under {repo.root} (a pyproject.toml "
-              "naming tirx-kernels-core or an installed family); run it from the checkout "
-              "or pass --root", file=sys.stderr)
-        return 2
+        where = f"in the checkout {repo.root}" if repo else "installed (and no checkout here)"
+        raise UsageError(f"no tirx-kernels distribution found {where}; pip install the "
+                         "families, run it from a checkout, or pass --root")
     if chosen:
         findings += audit(chosen, repo, dists)
     for w in args.wheel:
         findings += audit_wheel(w, dists, repo)
-    summary = (f"{len(chosen)} distributions ({', '.join(d.name for d in chosen) or '-'}), "
-               f"{sum(len(own_python_files(d, repo, dists)) for d in chosen)} Python files, "
-               f"{len(args.wheel)} wheels: {len(findings)} findings")
+    if args.package:
+        skipped = []  # only what was asked for
+    files = sum(python_file_count(d, repo, dists) for d in chosen)
+    summary = (f"{len(chosen)} distributions ({audited(chosen, repo) or '-'}), {files} Python "
+               f"files, {len(args.wheel)} wheels: {len(findings)} findings")
     if args.json:
         print(json.dumps({"ok": not findings, "summary": summary,
+                          "checkout": str(repo.root) if repo else None,
                           "distributions": [_describe(d, repo, dists) for d in chosen],
-                          "wheels": [str(w) for w in args.wheel],
+                          "skipped": skipped, "wheels": [str(w) for w in args.wheel],
                           "findings": [f.to_json() for f in findings]}, indent=2))
     else:
         for f in findings:
             print(f)
+        for line in skipped:
+            print(f"tirx-license audit: skipped {line}")
         print(f"tirx-license audit: {summary}")
     return 1 if findings else 0
 
 
 def cmd_fix(args) -> int:
-    repo = Repo.find(args.root)
+    repo = _checkout(args.root)
+    if repo is None:
+        raise UsageError("fix edits a checkout's files, and there is none here: run it inside "
+                         "a git checkout or pass --root (installed files are never edited)")
     dists, _ = discover(repo)
-    result = fix(select(dists, repo, args.package), repo, dists, args.files or None,
-                 dry_run=args.dry_run)
+    # Only source trees of this checkout: never an installed file or another repository.
+    mine = [d for d in select(dists, args.package) if d.root is not None
+            and (d.root == repo.root or repo.root in d.root.parents)]
+    result = fix(mine, repo, dists, args.files or None, dry_run=args.dry_run)
     verb = "would add" if args.dry_run else "added"
     for rel, why in result.errors:
         print(f"{rel}: ERROR: {why}", file=sys.stderr)
@@ -138,18 +175,23 @@ def cmd_fix(args) -> int:
 
 
 def cmd_list(args) -> int:
-    repo = Repo.find(args.root)
-    dists, findings = discover(repo)
+    repo = _checkout(args.root)
+    skipped: list[str] = []
+    dists, findings = discover(repo, skipped=skipped)
     rows = [_describe(d, repo, dists) for d in dists]
     if args.json:
-        print(json.dumps({"distributions": rows, "findings": [f.to_json() for f in findings]},
+        print(json.dumps({"checkout": str(repo.root) if repo else None, "distributions": rows,
+                          "skipped": skipped, "findings": [f.to_json() for f in findings]},
                          indent=2))
     else:
         for r in rows:
-            print(f"{r['name']:28} {r['kind']:6} {r['expected']:32} {r['root'] or '(no source)'}")
+            terms = r.get("expected") or f"BROKEN: {r.get('error')}"
+            print(f"{r['name']:28} {r['kind']:6} {terms:32} {r['source']}")
+        for line in skipped:
+            print(f"skipped {line}")
         for f in findings:
             print(f)
-    return 1 if findings else 0
+    return 1 if findings or any(d.kind == "broken" for d in dists) else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,11 +14,12 @@ import zlib
 from email.parser import HeaderParser
 from pathlib import Path
 
-from .audit import check_texts, expected_expression, required_files, rule_for
 from .discover import Distribution, Repo, normalize
 from .findings import Finding
 from .headers import check_python
-from .spdx import invalid, terms
+from .metadata import check_metadata
+from .policy import check_texts, expected_expression, required_files, rule_for
+from .spdx import terms
 
 # License texts, METADATA and Python sources are far below this; a member above it is not a
 # file the audit needs to read, and reading it could exhaust memory.
@@ -99,20 +100,9 @@ def _audit_open_wheel(zf: zipfile.ZipFile, name: str, dists: list[Distribution],
     dist_name = normalize(meta.get("Name", ""))
     dist = next((d for d in dists if d.name == dist_name and d.kind != "broken"), None)
     want = expected_expression(dist, dists) if dist else None
-    version = meta.get("Metadata-Version", "0")
-    if tuple(int(x) for x in version.split(".") if x.isdigit()) < (2, 4):
-        add("wheel-metadata", f"{info}/METADATA", "PEP 639 metadata needs "
-            "Metadata-Version 2.4 or later", ">= 2.4", version)
+    out.extend(check_metadata(meta, want, f"{name}!{info}/METADATA",
+                              ("wheel-metadata", "wheel-license-expression")))
     expr = meta.get("License-Expression")
-    if not expr:
-        add("wheel-metadata", f"{info}/METADATA", "METADATA has no License-Expression",
-            want or "an SPDX expression", "(missing)")
-    elif invalid(expr):
-        add("wheel-license-expression", f"{info}/METADATA", "License-Expression is not a "
-            f"valid SPDX expression: {invalid(expr)}", want or "an SPDX expression", expr)
-    elif want is not None and terms(expr) != terms(want):
-        add("wheel-license-expression", f"{info}/METADATA", "License-Expression is not the "
-            "distribution's terms", want, expr)
     listed = meta.get_all("License-File") or []
     for rel in listed:
         if f"{info}/licenses/{rel}" not in members:
