@@ -18,8 +18,9 @@ from pathlib import Path
 from tirx_kernels.core.license.spdx import native_header
 
 ROOT = Path(__file__).resolve().parents[2]
-# What `import tirx_kernels.core.license.cli` needs besides the standard library.
-CLI_DEPENDENCIES = ("pluggy", "license-expression", "boolean.py")
+# What `import tirx_kernels.core.license.cli` needs besides the standard library, and what
+# `tirx-license sbom` adds (core's [sbom] extra; its own dependencies are followed).
+CLI_DEPENDENCIES = ("pluggy", "license-expression", "boolean.py", "spdx-tools")
 ACME_HOLDER = "Acme Corp"
 
 
@@ -98,7 +99,7 @@ def make_venv(where: Path, wheels: list[Path]) -> Path:
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; "
                                 "print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
-    for name in CLI_DEPENDENCIES:
+    for name in dependency_closure(CLI_DEPENDENCIES):
         dist = importlib.metadata.distribution(name)
         for f in dist.files or ():
             if f.as_posix().startswith("..") or "__pycache__" in f.parts:
@@ -107,6 +108,25 @@ def make_venv(where: Path, wheels: list[Path]) -> Path:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(dist.locate_file(f), target)
     return where
+
+
+def dependency_closure(names) -> list[str]:
+    """``names`` and everything they require in this environment (extras left out)."""
+    from packaging.requirements import Requirement
+
+    seen: dict[str, None] = {}
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        key = name.lower().replace("_", "-")
+        if key in seen:
+            continue
+        seen[key] = None
+        for raw in importlib.metadata.distribution(name).requires or ():
+            req = Requirement(raw)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return list(seen)
 
 
 def run_cli(venv: Path, args: list[str], cwd: Path) -> subprocess.CompletedProcess:

@@ -160,3 +160,22 @@ def test_a_broken_installed_family_is_a_finding(installed):
     [f] = [f for f in report["findings"] if f["rule"] == "family-broken"]
     assert f["path"] == "tirx-kernels-acme" and "libacme" in f["found"]
     assert listing.returncode == 1 and "libacme" in listing.stdout
+
+
+def test_sbom_of_the_installed_families_is_valid_spdx(installed, tmp_path):
+    from test_license_sbom import check_sbom
+
+    venv, site, empty = installed
+    out = tmp_path / "installed.spdx.json"
+    proc = run_cli(venv, ["sbom", "-o", str(out)], empty)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    names = {p["name"] for p in data["packages"]}
+    assert {"tirx-kernels-core", "tirx-kernels-basic", "tirx-kernels-flashinfer",
+            "tirx-kernels-acme", "FlashInfer"} <= names
+    acme = next(p for p in data["packages"] if p["name"] == "tirx-kernels-acme")
+    assert acme["copyrightText"] == "Copyright Acme Corp"
+    assert f"installed {site}" in acme["comment"]
+    ported = {f["fileName"] for f in data["files"]}
+    assert "./tirx_kernels/flashinfer/activation.py" in ported
+    check_sbom(out, [])  # parses and validates with spdx-tools

@@ -6,6 +6,7 @@
     tirx-license audit --self-test
     tirx-license fix [--package NAME ...] [--dry-run] [FILE ...]
     tirx-license list [--json]
+    tirx-license sbom [--package NAME ...] [-o FILE]
 
 Where it looks: inside a git checkout (or with ``--root``) the checkout's distributions plus
 every other installed family; outside one, only what is installed (never a walk of the
@@ -15,6 +16,7 @@ current folder). Exit status: 0 clean, 1 findings (or refusals), 2 usage errors.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import sys
@@ -53,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--package", action="append", default=[], metavar="NAME")
     f.add_argument("--dry-run", action="store_true")
     f.add_argument("--root", type=Path)
+    sb = sub.add_parser("sbom", help="SPDX 2.3 JSON document of the distributions the audit "
+                        "covers (needs tirx-kernels-core[sbom])")
+    sb.add_argument("--package", action="append", default=[], metavar="NAME")
+    sb.add_argument("-o", "--output", type=Path, help="write here (default: stdout)")
+    sb.add_argument("--root", type=Path)
     ls = sub.add_parser("list", help="the distributions the audit covers and their terms")
     ls.add_argument("--json", action="store_true")
     ls.add_argument("--root", type=Path)
@@ -194,10 +201,49 @@ def cmd_list(args) -> int:
     return 1 if findings or any(d.kind == "broken" for d in dists) else 0
 
 
+def cmd_sbom(args) -> int:
+    from . import sbom
+
+    repo = _checkout(args.root)
+    dists, _ = discover(repo)
+    chosen = select(dists, args.package)
+    broken = [d for d in chosen if d.kind == "broken" or d.policy is None]
+    chosen = [d for d in chosen if d not in broken and (d.root or d.installed)]
+    if not chosen:
+        raise UsageError("no distribution to describe; pip install the families, run it "
+                         "from a checkout, or pass --root")
+    try:
+        version = importlib.metadata.version("tirx-kernels-core")
+    except importlib.metadata.PackageNotFoundError:
+        version = "0"
+    try:
+        document = sbom.build_document(chosen, repo, dists, version)
+    except sbom.SbomUnavailable as e:
+        raise UsageError(str(e)) from None
+    errors = sbom.validation_errors(document)
+    if errors:
+        print(f"tirx-license sbom: the document is not valid SPDX 2.3: {errors[0]}",
+              file=sys.stderr)
+        return 1
+    text = sbom.to_json(document)
+    if args.output:
+        args.output.write_text(text)
+    else:
+        sys.stdout.write(text)
+    for d in broken:
+        print(f"tirx-license sbom: left out {d.name}: its family failed to load "
+              f"({d.error})", file=sys.stderr)
+    print(f"tirx-license sbom: {len(chosen)} distributions ({audited(chosen, repo)}), "
+          f"{len(document.files)} ported files" + (f" -> {args.output}" if args.output
+                                                     else ""), file=sys.stderr)
+    return 1 if broken else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # usage errors: argparse prints one line, exit 2
     try:
-        return {"audit": cmd_audit, "fix": cmd_fix, "list": cmd_list}[args.command](args)
+        commands = {"audit": cmd_audit, "fix": cmd_fix, "list": cmd_list, "sbom": cmd_sbom}
+        return commands[args.command](args)
     except UsageError as e:
         print(f"tirx-license: {e}", file=sys.stderr)
         return 2
