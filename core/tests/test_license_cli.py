@@ -64,3 +64,28 @@ def test_the_debug_variable_lets_the_traceback_through(monkeypatch):
     monkeypatch.setenv(cli.DEBUG_ENV, "1")
     with pytest.raises(ZeroDivisionError):
         cli.main(["list"])
+
+
+def test_an_unwritable_output_is_one_line_naming_the_path(tmp_path, capsys):
+    pytest.importorskip("spdx_tools")
+    target = tmp_path / "no-such-dir" / "sbom.json"
+    assert cli.main(["sbom", "-o", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(target) in err and "Traceback" not in err
+
+
+def test_a_missing_wheel_is_a_finding_not_a_traceback(tmp_path, capsys):
+    missing = tmp_path / "gone.whl"
+    assert cli.main(["audit", "--wheel", str(missing)]) == 1
+    out = capsys.readouterr().out
+    assert "gone.whl: [wheel] cannot open the wheel" in out
+
+
+def test_sbom_without_spdx_tools_says_how_to_install_it(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "spdx_tools", None)  # import fails as if not installed
+    monkeypatch.setitem(sys.modules, "spdx_tools.spdx.model", None)
+    assert cli.main(["sbom"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "tirx-kernels-core[sbom]" in err

@@ -247,6 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"tirx-license: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a file or folder named on the command line, or the disk
+        where = f" {e.filename}" if e.filename else ""
+        print(f"tirx-license {args.command}: cannot access{where}: {e.strerror or e}; check "
+              "the path and its permissions", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("tirx-license: interrupted", file=sys.stderr)
         return 130
