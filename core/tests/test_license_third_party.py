@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from license_helpers import write_acme
@@ -71,3 +72,41 @@ def test_a_folder_that_is_not_a_checkout_is_never_walked(tmp_path):
     names = {d["name"] for d in report["distributions"]}
     assert not names & {"tirx-kernels-demo", "tirx-kernels-plain", "tirx-kernels-acme"}
     assert str(tmp_path) not in proc.stdout
+
+
+def _editable_acme(tmp_path):
+    """acme as `pip install -e` leaves it: a .dist-info with its entry point on the path and
+    the package imported from acme's own source tree."""
+    acme = write_acme(tmp_path / "acme")
+    site = tmp_path / "site"
+    info = site / "tirx_kernels_acme-1.2.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.4\nName: tirx-kernels-acme\n"
+                                   "Version: 1.2.0\nLicense-Expression: Apache-2.0\n")
+    (info / "entry_points.txt").write_text("[tirx_kernels]\nacme = tirx_kernels.acme.plugin\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(acme / "src")])
+    return acme, env
+
+
+def test_an_editable_out_of_tree_family_is_audited_against_its_own_repository(tmp_path):
+    acme, env = _editable_acme(tmp_path)
+    root = Path(__file__).resolve().parents[2]
+
+    def audit_here():
+        proc = subprocess.run([sys.executable, "-m", "tirx_kernels.core.license", "audit",
+                               "--json"], cwd=root, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert "Traceback" not in proc.stderr, proc.stderr
+        return proc.returncode, json.loads(proc.stdout)
+
+    code, report = audit_here()
+    assert code == 0, [(f["rule"], f["path"]) for f in report["findings"]]
+    sources = {d["name"]: d["source"] for d in report["distributions"]}
+    assert sources["tirx-kernels-acme"] == f"source {acme}"
+    assert sources["tirx-kernels-basic"] == "checkout"
+    rms = acme / "src/tirx_kernels/acme/rms.py"
+    rms.write_text('"""No header."""\n')
+    code, report = audit_here()
+    assert code == 1
+    assert ("spdx-count", str(rms)) in {(f["rule"], f["path"]) for f in report["findings"]}
