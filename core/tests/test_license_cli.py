@@ -89,3 +89,17 @@ def test_sbom_without_spdx_tools_says_how_to_install_it(monkeypatch, capsys):
     assert cli.main(["sbom"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "tirx-kernels-core[sbom]" in err
+
+
+def test_a_reader_closing_the_pipe_gets_no_traceback(tmp_path):
+    import subprocess
+    import sys
+
+    # --json: output beyond one pipe buffer, so the reader leaves while the CLI writes
+    proc = subprocess.Popen([sys.executable, "-m", "tirx_kernels.core.license", "audit",
+                             "--self-test", "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=tmp_path)
+    proc.stdout.read(1)
+    proc.stdout.close()  # like `| head -c 1`
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) in (0, 1) and err == ""

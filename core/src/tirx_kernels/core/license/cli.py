@@ -243,7 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # usage errors: argparse prints one line, exit 2
     try:
         commands = {"audit": cmd_audit, "fix": cmd_fix, "list": cmd_list, "sbom": cmd_sbom}
-        return commands[args.command](args)
+        code = commands[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows here, not as a message at interpreter exit
+        return code
+    except BrokenPipeError:  # the reader (`| head`) stopped reading: nothing left to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except UsageError as e:
         print(f"tirx-license: {e}", file=sys.stderr)
         return 2
