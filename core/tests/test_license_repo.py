@@ -143,6 +143,20 @@ def test_audit_refuses_a_missing_root(tmp_path):
     from tirx_kernels.core.license.cli import main
 
     assert main(["audit", "--root", str(tmp_path / "nope")]) == 2
+
+
+def test_an_empty_root_audits_what_is_installed_and_says_so(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert main(["audit", "--root", str(empty)]) == 2
+    assert cli.main(["audit", "--root", str(empty), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    sources = {d["name"]: d["source"] for d in report["distributions"]}
+    # the editable installs of this checkout, read from their source trees
+    assert sources["tirx-kernels-basic"] == f"source {ROOT / 'packages/tirx-kernels-basic'}"
+
+
+def test_nothing_to_audit_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "discover", lambda repo, **kw: ([], []))
+    assert cli.main(["audit", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no tirx-kernels distribution found" in err

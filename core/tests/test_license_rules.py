@@ -20,7 +20,10 @@ from tirx_kernels.core.license.spdx import (
     LICENSE_TAG,
     NATIVE_HEADER,
     PORT_PREFIX,
+    invalid,
     join,
+    native_header,
+    same,
     terms,
 )
 from tirx_kernels.core.license.wheel import audit_wheel
@@ -42,6 +45,31 @@ def test_terms_split_conjunctions_only():
     assert terms("Apache-2.0 and BSD-3-Clause") == {"Apache-2.0", "BSD-3-Clause"}
     assert terms("Apache-2.0 AND (MIT OR Zlib)") == {"Apache-2.0", "MIT OR Zlib"}
     assert terms("Apache-2.0 AND Apache-2.0") == {"Apache-2.0"}
+
+
+def test_terms_ignore_order_and_spelling():
+    assert terms("MIT AND Apache-2.0") == terms("Apache-2.0 AND MIT")
+    assert terms("Apache-2.0 AND (Zlib OR MIT)") == terms("(MIT OR Zlib) AND Apache-2.0")
+    assert terms("apache-2.0 AND mit") == {"Apache-2.0", "MIT"}
+    assert same("A-B AND MIT", "MIT AND A-B") is False  # an unknown id is never equal
+
+
+@pytest.mark.parametrize("expression", ["Apache2", "MIT-0 AND", "Apache-2.0 AND", "(MIT",
+                                        "MIT WITH Apache-2.0", "", "Apache-2.0 AND MIT-Zero"])
+def test_invalid_expressions(expression):
+    assert invalid(expression)
+
+
+@pytest.mark.parametrize("expression", ["MIT-0", "Apache-2.0 AND MIT", "LicenseRef-Acme-1.0",
+                                        "Apache-2.0 WITH LLVM-exception", "MIT OR Zlib"])
+def test_valid_expressions(expression):
+    assert invalid(expression) is None
+
+
+def test_invalid_header_expression_is_a_finding():
+    text = st.GEMM.replace("Apache-2.0 AND MIT", "Apache2 AND MIT", 1)
+    [f] = [f for f in check_python(text, PORT_RULE, "x.py") if f.rule == "spdx-expression"]
+    assert "Apache2" in f.message
 
 
 def test_join_is_canonical():
@@ -324,3 +352,38 @@ def test_distribution_outside_the_repository_is_walked(tree, tmp_path_factory):
     bad.write_text("x = 1\n")
     found = audit_distribution(plain, elsewhere, [plain])
     assert any(f.rule == "spdx-count" and f.path == str(bad) for f in found)
+
+
+# --- a family's own copyright holder ---------------------------------------------------------
+
+ACME = replace(st.PLAIN_POLICY, copyright_holder="Acme Corp")
+
+
+def test_a_family_names_its_own_copyright_holder(tree):
+    acme_header = "\n".join(native_header("Acme Corp")) + "\n"
+    assert acme_header.splitlines()[1].endswith(": Copyright Acme Corp")
+    for path in (tree / "packages/plain/src/tirx_kernels/plain").glob("*.py"):
+        path.write_text(path.read_text().replace("Copyright TIRx authors", "Copyright Acme Corp"))
+    dists = st.distributions(tree)
+    dists[1].policy = ACME
+    plain_files = [f for f in audit(dists, Repo(tree, walk(tree)))
+                   if "packages/plain/src" in f.path]
+    assert plain_files == []
+    dists[1].policy = st.PLAIN_POLICY  # the files no longer carry the TIRx line
+    assert "tirx-copyright" in {f.rule for f in audit(dists, Repo(tree, walk(tree)))}
+
+
+def test_fix_writes_the_family_holder(tree):
+    new = tree / "packages/plain/src/tirx_kernels/plain/new.py"
+    new.write_text("x = 1\n")
+    dists = st.distributions(tree)
+    dists[1].policy = ACME
+    fix(dists, Repo(tree, walk(tree)), dists)
+    assert new.read_text() == "\n".join(native_header("Acme Corp")) + "\nx = 1\n"
+
+
+@pytest.mark.parametrize("holder", ["", "Copyright Acme", "Acme\nCorp", " Acme"])
+def test_a_malformed_holder_is_a_policy_finding(tree, holder):
+    dists = st.distributions(tree)
+    dists[1].policy = replace(st.PLAIN_POLICY, copyright_holder=holder)
+    assert "policy" in {f.rule for f in audit(dists, Repo(tree, walk(tree)))}

@@ -59,6 +59,9 @@ class LicensePolicy:
     overrides: dict[str, FileOverride] = field(default_factory=dict)
     native_files: tuple[str, ...] = ()  # files of a port family that are genuinely native
     license_files: tuple[str, ...] = ("LICENSE", "NOTICE")  # relative to the distribution root
+    # Who holds the copyright of the family's own code: every file's header says
+    # "SPDX-FileCopyrightText: Copyright <holder>" (a third-party family names itself).
+    copyright_holder: str = "TIRx authors"
 
     @property
     def native(self) -> bool:

@@ -1,72 +1,36 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""The source-tree audit: per-distribution rules plus the repository root's LICENSE and NOTICE.
+"""The audit: source trees (per-distribution rules plus their repository root's LICENSE and
+NOTICE), installed distributions (:mod:`.installed`) and broken families.
 
-Every rule reads only a distribution's ``LicensePolicy``; nothing here knows a family.
+Every rule reads only a distribution's ``LicensePolicy``; nothing here knows a family. The
+root-file rules (component map, NOTICE, master copies) belong to a repository that holds
+distributions in sub-folders, such as this one; a repository that is itself one
+distribution (a third-party family's) has no root files beyond that distribution's own.
 """
 
 from __future__ import annotations
 
-import fnmatch
+import dataclasses
 import re
 from pathlib import Path
 
-from ..family import Upstream
 from .discover import Distribution, Repo, normalize, read_pyproject, walk
 from .findings import Finding
-from .headers import FileRule, check_python
-from .spdx import FINGERPRINTS, NATIVE_SPDX, invalid, join, terms
+from .headers import check_python
+from .installed import audit_installed
+from .policy import (
+    check_policy,
+    check_texts,
+    expected_expression,
+    required_files,
+    rule_for,
+    upstreams,
+)
+from .spdx import FINGERPRINTS, invalid, terms
 
 ROOT_LICENSE, ROOT_NOTICE = "LICENSE", "NOTICE"
 APACHE_END = "END OF TERMS AND CONDITIONS"
-
-
-def rule_for(dist: Distribution, rel_to_package: str | None) -> FileRule:
-    """The header rule of a file (path relative to the package dir; None: outside it)."""
-    policy = dist.policy
-    label = dist.family or dist.name
-    if rel_to_package is None:  # tests, tools: native, or a complete port header
-        if policy.native:
-            return FileRule("native", why=f"{label}: native distribution")
-        return FileRule("either", join(NATIVE_SPDX, policy.upstream.spdx), policy.upstream,
-                        why=f"{label}: file outside the package")
-    override = policy.overrides.get(rel_to_package)
-    if override is not None:
-        return FileRule("port", override.spdx, override.upstream or policy.upstream,
-                        override.required_text, why=f"{label}: override {rel_to_package}")
-    if policy.native:
-        return FileRule("native", why=f"{label}: native family")
-    if any(fnmatch.fnmatchcase(rel_to_package, pat) for pat in policy.native_files):
-        return FileRule("native", why=f"{label}: listed in native_files")
-    return FileRule("port", join(NATIVE_SPDX, policy.upstream.spdx), policy.upstream,
-                    why=f"{label}: port of {policy.upstream.project}")
-
-
-def upstreams(dist: Distribution) -> list[Upstream]:
-    ups = [dist.policy.upstream] if dist.policy.upstream else []
-    for o in dist.policy.overrides.values():
-        if o.upstream is not None and o.upstream not in ups:
-            ups.append(o.upstream)
-    return ups
-
-
-def required_files(dist: Distribution) -> list[str]:
-    """Files the distribution ships: policy license files plus its upstreams' texts."""
-    out = list(dist.policy.license_files)
-    for up in upstreams(dist):
-        out += [t for t in up.texts if t not in out]
-    return out
-
-
-def expected_expression(dist: Distribution, dists: list[Distribution] = ()) -> str:
-    """The union of the terms of every file the distribution can hold and every upstream."""
-    exprs = [NATIVE_SPDX] + [up.spdx for up in upstreams(dist)]
-    exprs += [o.spdx for o in dist.policy.overrides.values()]
-    if dist.kind == "other":  # a meta-distribution: the union of what it installs
-        by_name = {d.name: d for d in dists}
-        exprs += [expected_expression(by_name[n], dists) for n in dist.dependencies
-                  if n in by_name and by_name[n].kind != "other"]
-    return join(*exprs)
 
 
 def own_python_files(dist: Distribution, repo: Repo, dists: list[Distribution]) -> list[str]:
@@ -89,11 +53,17 @@ def audit_distribution(dist: Distribution, repo: Repo,
                        dists: list[Distribution] | None = None) -> list[Finding]:
     dists = dists if dists is not None else [dist]
     out: list[Finding] = []
+    if dist.kind == "broken":
+        return [Finding("family-broken", dist.name, f"family {dist.family!r} failed to load, "
+                        "so its license policy cannot be read; fix the plugin "
+                        "(tirx-license list shows it)", "", dist.error or "")]
+    if dist.root is None and dist.installed is not None:
+        return audit_installed(dist, dists)
     if dist.root is None:
-        return [Finding("no-source", dist.name, "no source tree found for this distribution "
-                        "(installed, not editable); audit its wheel with --wheel")]
+        return [Finding("no-source", dist.name, "neither a source tree nor installed "
+                        "metadata found for this distribution; audit its wheel with --wheel")]
     where = _rel(dist.plugin_file, repo) if dist.plugin_file else _rel(dist.root, repo)
-    out += _check_policy(dist, where)
+    out += check_policy(dist, where)
     for rel in own_python_files(dist, repo, dists):
         path = repo.root / rel
         inside = None
@@ -114,44 +84,6 @@ def _rel(path: Path, repo: Repo) -> str:
         return Path(path).resolve().relative_to(repo.root).as_posix()
     except ValueError:
         return str(path)
-
-
-def _check_policy(dist: Distribution, where: str) -> list[Finding]:
-    out = []
-    policy = dist.policy
-    for up in upstreams(dist):
-        if not up.url.startswith("https://"):
-            out.append(Finding("policy", where, f"upstream {up.project}: the canonical URL is "
-                               "an https URL", "https://...", up.url))
-        for c in (up.commit, *up.other_commits):
-            if c and (len(c) != 40 or any(ch not in "0123456789abcdef" for ch in c)):
-                out.append(Finding("policy", where, f"upstream {up.project}: pinned commits "
-                                   "are full 40-hex", "40 lower-case hex digits", c))
-        if not up.copyright.strip():
-            out.append(Finding("policy", where, f"upstream {up.project}: no copyright notice"))
-    if dist.package_dir is not None:
-        for rel, o in policy.overrides.items():
-            if not (dist.package_dir / rel).is_file():
-                out.append(Finding("policy-path", where, "override names a missing file",
-                                   "an existing file", rel))
-            if o.upstream is None and policy.upstream is None:
-                out.append(Finding("policy", where, f"override {rel} in a native family must "
-                                   "name its upstream"))
-            if not terms(o.spdx) >= {NATIVE_SPDX}:
-                out.append(Finding("policy", where, f"override {rel} drops the TIRx terms",
-                                   join(NATIVE_SPDX, o.spdx), o.spdx))
-        for pat in policy.native_files:
-            if not any(fnmatch.fnmatchcase(p.relative_to(dist.package_dir).as_posix(), pat)
-                       for p in dist.package_dir.rglob("*.py")):
-                out.append(Finding("policy-path", where, "native_files entry matches no file",
-                                   "an existing file", pat))
-    if dist.kind != "other":
-        want = expected_expression(dist)
-        if terms(policy.expression) != terms(want):
-            out.append(Finding("policy-expression", where, "the policy's expression is not the "
-                               "union of its files' and upstreams' terms", want,
-                               policy.expression))
-    return out
 
 
 def _check_pyproject(dist: Distribution, repo: Repo, dists: list[Distribution]):
@@ -214,17 +146,6 @@ def _check_pyproject(dist: Distribution, repo: Repo, dists: list[Distribution]):
     texts = {rel: (dist.root / rel).read_text(errors="replace")
              for rel in matched | set(required) if (dist.root / rel).is_file()}
     out += check_texts(terms(want), texts, where)
-    return out
-
-
-def check_texts(expr_terms, texts: dict[str, str], where: str) -> list[Finding]:
-    """Each term with a known fingerprint has its license text among ``texts``."""
-    out = []
-    for term in sorted(expr_terms):
-        marks = FINGERPRINTS.get(term)
-        if marks and not any(all(m in t for m in marks) for t in texts.values()):
-            out.append(Finding("license-text-missing", where, f"no shipped file holds the "
-                               f"{term} license text", " + ".join(marks), ", ".join(sorted(texts))))
     return out
 
 
@@ -313,16 +234,42 @@ def normalize_entry(entry: str) -> str:
     return " ".join(entry.split())[:160]
 
 
-def audit(dists: list[Distribution], repo: Repo,
+def audit(dists: list[Distribution], repo: Repo | None,
           every: list[Distribution] | None = None) -> list[Finding]:
-    """Audit ``dists``; ``every`` is all known distributions (nesting, meta unions)."""
+    """Audit ``dists``; ``every`` is all known distributions (nesting, meta unions).
+
+    Each source tree is checked against its home repository (``Distribution.home``, else
+    ``repo``); findings outside ``repo`` carry absolute paths.
+    """
     every = every if every is not None else dists
     out: list[Finding] = []
+    homes: dict[Path, tuple[Repo, list[Distribution]]] = {}
     for dist in dists:
-        out += audit_distribution(dist, repo, every)
-    out += audit_root([d for d in dists if d.root is not None], repo)
+        home = repo if _inside(dist, repo) else (dist.home or repo)
+        if dist.root is None or home is None or dist.kind == "broken":
+            out += audit_distribution(dist, repo or Repo(Path("/"), [], False), every)
+            continue
+        found = audit_distribution(dist, home, every)
+        out += found if home is repo else [_absolute(f, home) for f in found]
+        homes.setdefault(home.root, (home, []))[1].append(dist)
+    for home, group in homes.values():
+        nested = [d for d in group if d.root != home.root and d.kind != "broken"]
+        if nested:  # a repository of several distributions: its root files are the masters
+            found = audit_root(nested, home)
+            out += found if home is repo else [_absolute(f, home) for f in found]
     return out
 
 
-__all__ = ["audit", "audit_distribution", "audit_root", "expected_expression",
+def _inside(dist: Distribution, repo: Repo | None) -> bool:
+    return repo is not None and dist.root is not None and (
+        dist.root == repo.root or repo.root in dist.root.parents)
+
+
+def _absolute(finding: Finding, home: Repo) -> Finding:
+    if Path(finding.path).is_absolute():
+        return finding
+    return dataclasses.replace(finding, path=str(home.root / finding.path))
+
+
+__all__ = ["audit", "audit_distribution", "audit_root", "check_texts", "expected_expression",
            "required_files", "rule_for", "normalize"]

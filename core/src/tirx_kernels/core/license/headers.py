@@ -8,7 +8,7 @@ A native header is exactly the two native lines. A port header is::
     # This file is a TIRx port of code from <Project>
     # (<canonical URL> @ <40-hex commit>), <upstream copyright, may continue on more lines>
     # <tag>: Apache-2.0 AND <upstream SPDX>
-    # <copyright tag>: Copyright TIRx authors
+    # <copyright tag>: Copyright <LicensePolicy.copyright_holder, default TIRx authors>
     # <required file-local text, e.g. BSD conditions and disclaimer, verbatim>
 
 and the module docstring names the upstream source path(s) (``dir/file.ext``).
@@ -23,12 +23,14 @@ from dataclasses import dataclass
 from ..family import Upstream
 from .findings import Finding
 from .spdx import (
-    COPYRIGHT_LINE,
     COPYRIGHT_TAG,
     LICENSE_TAG,
-    NATIVE_HEADER,
     NATIVE_SPDX,
     PORT_PREFIX,
+    TIRX_HOLDER,
+    copyright_line,
+    invalid,
+    native_header,
     normalize_text,
     terms,
 )
@@ -58,6 +60,7 @@ class FileRule:
     upstream: Upstream | None = None
     required_text: tuple[str, ...] = ()
     why: str = ""  # which policy entry decided this, for messages
+    holder: str = TIRX_HOLDER  # the family's copyright holder (LicensePolicy)
 
 
 def header_block(lines: list[str]) -> tuple[int, list[str]]:
@@ -100,23 +103,28 @@ def check_python(text: str, rule: FileRule, path: str) -> list[Finding]:
     if tagged and not spdx:
         add("spdx-placement", "the SPDX line must be in the leading comment block",
             f"line {start + 1}-{start + len(block) + 1}", f"line {tagged[0]}", tagged[0])
-    own = [start + i + 1 for i, line in enumerate(block) if line.rstrip() == COPYRIGHT_LINE]
-    everywhere = sum(1 for line in lines if line.rstrip() == COPYRIGHT_LINE)
+    own_line = copyright_line(rule.holder)
+    own = [start + i + 1 for i, line in enumerate(block) if line.rstrip() == own_line]
+    everywhere = sum(1 for line in lines if line.rstrip() == own_line)
     if len(own) != 1 or everywhere != 1:
-        add("tirx-copyright", "the header must hold the TIRx copyright line exactly once",
-            COPYRIGHT_LINE, f"{everywhere} in file, {len(own)} in the header", start + 1)
+        add("tirx-copyright", "the header must hold the family's copyright line exactly once",
+            own_line, f"{everywhere} in file, {len(own)} in the header", start + 1)
 
     port = any(line.startswith(PORT_PREFIX) for line in block)
     kind = rule.kind if rule.kind != "either" else ("port" if port else "native")
     expected = NATIVE_SPDX if kind == "native" else rule.spdx
     for lineno, expr in spdx[:1]:
-        if terms(expr) != terms(expected):
+        why = invalid(expr)
+        if why:
+            add("spdx-expression", f"invalid SPDX expression: {why}", expected, expr, lineno)
+        elif terms(expr) != terms(expected):
             add("spdx-expression", f"wrong SPDX expression ({rule.why or kind})",
                 expected, expr, lineno)
     if kind == "native":
-        if list(map(str.rstrip, block)) != list(NATIVE_HEADER):
+        header = native_header(rule.holder)
+        if list(map(str.rstrip, block)) != list(header):
             add("native-header", "a native file starts with exactly the two native lines "
-                f"({rule.why or 'native'})", " | ".join(NATIVE_HEADER),
+                f"({rule.why or 'native'})", " | ".join(header),
                 " | ".join(block[:4]) + (" | ..." if len(block) > 4 else ""), start + 1)
         return out
     out += _check_port(text, lines, start, block, rule, path)

@@ -9,12 +9,15 @@ by the named rule. Wheels are synthetic zips, so the self-test needs no build ba
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import importlib.metadata
 import json
 import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..family import FileOverride, LicensePolicy, Upstream
@@ -139,6 +142,23 @@ def build_wheel(root: Path, out: Path, skip: tuple[str, ...] = (),
     return wheel
 
 
+def install_wheel(wheel: Path, site: Path) -> Path:
+    """Unpack ``wheel`` into ``site`` with a RECORD of sha256 hashes, as pip lays it out;
+    returns the .dist-info directory."""
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(site)
+        names = zf.namelist()
+    info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+    rows = []
+    for name in names:
+        digest = hashlib.sha256((site / name).read_bytes()).digest()
+        rows.append(f"{name},sha256={base64.urlsafe_b64encode(digest).rstrip(b'=').decode()},"
+                    f"{(site / name).stat().st_size}")
+    rows.append(f"{info}/RECORD,,")
+    (site / info / "RECORD").write_text("\n".join(rows) + "\n")
+    return site / info
+
+
 def _edit(rel: str, old: str, new: str) -> Callable[[Path], None]:
     def apply(root: Path) -> None:
         path = root / rel
@@ -173,6 +193,9 @@ class Case:
     expect: str | None  # the rule that must fire; None: must pass clean
     mutate: Callable[[Path], None] | None = None
     wheel: dict | None = None  # build_wheel options: audit a wheel instead of the tree
+    # audit the wheel installed (unpacked with a RECORD); the function breaks the install
+    installed: Callable[[Path], None] | None = None
+    policy: LicensePolicy | None = None  # replaces the demo family's policy
 
 
 CASES = [
@@ -210,12 +233,31 @@ CASES = [
     Case("native file with a port header", "native-header",
          _write("packages/plain/src/tirx_kernels/plain/rms.py", GEMM)),
     Case("file with no header", "spdx-count", _write(P, '"""Plugin."""\n')),
+    Case("family declares another copyright holder than its files carry", "tirx-copyright",
+         policy=replace(DEMO_POLICY, copyright_holder="Example Corp")),
+    Case("valid: the same terms in another order", None,
+         lambda root: (_edit(G, f"{LICENSE_TAG}: Apache-2.0 AND MIT",
+                             f"{LICENSE_TAG}: MIT AND Apache-2.0")(root),
+                       _edit("packages/demo/pyproject.toml",
+                             "Apache-2.0 AND BSD-3-Clause AND MIT",
+                             "MIT AND (BSD-3-Clause AND Apache-2.0)")(root))),
+    Case("pyproject expression with an unknown identifier (Apache2)", "pyproject-license",
+         _edit("packages/plain/pyproject.toml", '"Apache-2.0"', '"Apache2"')),
+    Case("header expression with broken syntax (MIT-0 AND)", "spdx-expression",
+         _edit(G, f"{LICENSE_TAG}: Apache-2.0 AND MIT", f"{LICENSE_TAG}: MIT-0 AND")),
+    Case("policy expression misspelled (Apache2 AND MIT)", "policy-expression",
+         policy=LicensePolicy("Apache2 AND BSD-3-Clause AND MIT", MLA, DEMO_POLICY.overrides,
+                              DEMO_POLICY.native_files)),
+    Case("wheel License-Expression with broken syntax", "wheel-license-expression",
+         wheel={"expression": "Apache-2.0 AND BSD-3-Clause AND MIT-0 AND"}),
     Case("pyproject expression misses a term", "pyproject-license",
          _edit("packages/demo/pyproject.toml", "Apache-2.0 AND BSD-3-Clause AND MIT",
                "Apache-2.0 AND MIT")),
     Case("pyproject expression with an extra term", "pyproject-license",
          _edit("packages/plain/pyproject.toml", '"Apache-2.0"', '"Apache-2.0 AND MIT"')),
-    Case("policy expression misses a term", "policy-expression", None),
+    Case("policy expression misses a term", "policy-expression",
+         policy=LicensePolicy("Apache-2.0 AND MIT", MLA, DEMO_POLICY.overrides,
+                              DEMO_POLICY.native_files)),
     Case("license-files misses the upstream text", "pyproject-license-files",
          _edit("packages/demo/pyproject.toml", ', "licenses/*.txt"', "")),
     Case("package copy of LICENSE differs", "license-file-differs",
@@ -233,6 +275,14 @@ CASES = [
          wheel={"skip": ("licenses/democub-LICENSE.txt",)}),
     Case("wheel with a wrong License-Expression", "wheel-license-expression",
          wheel={"expression": "Apache-2.0 AND MIT"}),
+    Case("valid installed distribution", None, installed=lambda info: None),
+    Case("installed license file edited after install", "license-file-differs",
+         installed=lambda info: (info / "licenses/NOTICE").write_text("edited\n")),
+    Case("installed METADATA with another License-Expression", "metadata-license-expression",
+         installed=lambda info: _edit("METADATA", "License-Expression: Apache-2.0 AND "
+                                      "BSD-3-Clause AND MIT", "License-Expression: MIT")(info)),
+    Case("installed port file loses its URL", "port-url",
+         installed=lambda info: _edit("../tirx_kernels/demo/gemm.py", MLA.url + " @ ", "")(info)),
     Case("wheel shipping a broken port", "port-url",
          _edit(G, MLA.url, "https://example.com/DemoMLA"), wheel={}),
 ]
@@ -244,10 +294,17 @@ def run_case(case: Case, work: Path) -> list[Finding]:
     if case.mutate:
         case.mutate(root)
     dists = distributions(root)
-    if case.name == "policy expression misses a term":
-        dists[0].policy = LicensePolicy("Apache-2.0 AND MIT", MLA, DEMO_POLICY.overrides,
-                                        DEMO_POLICY.native_files)
+    if case.policy is not None:
+        dists[0].policy = case.policy
     repo = Repo(root, walk(root), False)
+    if case.installed is not None:
+        out = work / "wheels"
+        out.mkdir()
+        info = install_wheel(build_wheel(root, out), work / "site")
+        case.installed(info)
+        demo = replace(dists[0], root=None, home=None, package_dir=work / "site/tirx_kernels/demo",
+                       installed=importlib.metadata.PathDistribution(info))
+        return audit([demo], None, [demo])
     if case.wheel is not None:
         out = work / "wheels"
         out.mkdir()
