@@ -5,7 +5,7 @@
 Every rank holds its own ``A_local[m_local, K]`` and the same full ``B[N, K]`` (bf16 or
 fp16). NCCL all-gathers the A shards in rank order into a pre-allocated ``A[M, K]``
 (``M = world * m_local``) with ``torch.distributed.all_gather_into_tensor``, then our sm_90a
-TIRx GEMM (``tirx_kernels.basic.kernels.gemm``: TMA + wgmma, fp32 accumulation, one rounding)
+TIRx GEMM (``tirx_kernels.basic._gemm_tirx``: TMA + wgmma, fp32 accumulation, one rounding)
 computes the full ``C`` on every rank. Numerics are the GEMM's; the gather is an exact copy.
 
 Process group: ``KERNEL_META["num_gpus"]`` ranks, one GPU each, NCCL, set up by the harness
@@ -26,13 +26,14 @@ stream. Nothing needs resetting between launches (each overwrites its outputs), 
 
 from __future__ import annotations
 
-import functools
 import unittest
 
 import torch
 
-from tirx_kernels.basic.kernels import gemm
-from tirx_kernels.core import toolchain
+from tirx_kernels.basic._gemm_tirx import make_gemm
+from tirx_kernels.basic.gemm import compiled_gemm
+from tirx_kernels.basic.kernels.gemm import tolerance
+from tirx_kernels.core import testing, toolchain
 
 KERNEL_META = {
     "name": "allgather_gemm",
@@ -44,7 +45,9 @@ KERNEL_META = {
     "num_gpus": 2,
 }
 
-PUBLIC_OPS: tuple[str, ...] = ()  # declared by the op layer (contract v2)
+# No op of its own: the gather is torch.distributed's collective over the caller's process
+# group, so users call it and then the public GEMM op (tirx_kernels.basic.gemm.gemm).
+PUBLIC_OPS: tuple[str, ...] = ()
 
 CONFIGS = [
     {"label": "bf16_w2_ml1024_n4096_k4096", "dtype": "bfloat16", "world": 2, "m_local": 1024,
@@ -65,12 +68,7 @@ BENCH_CONFIGS = [
 
 def get_kernel(m_local, N, K, dtype="bfloat16", world=2, **_):
     """The GEMM PrimFunc over the gathered rows (what CPU CI compiles)."""
-    return gemm.make_gemm(world * m_local, N, K, dtype)
-
-
-@functools.cache
-def _compiled(M, N, K, dtype):
-    return toolchain.compile(gemm.make_gemm(M, N, K, dtype))
+    return make_gemm(world * m_local, N, K, dtype)
 
 
 def _check_group(world):
@@ -94,7 +92,7 @@ def _a_local(rank, m_local, K, tdtype, seed):
 
 def prepare_data(m_local, N, K, dtype="bfloat16", world=2, rank=0, seed=0):
     """Rank-local tensors: (A_local, B, gather buffer A, C pre-filled with NaN)."""
-    tdtype = gemm._DTYPES[dtype][1]
+    tdtype = testing.torch_dtype(dtype)
     a_local = _a_local(rank, m_local, K, tdtype, seed)
     gen = torch.Generator(device="cuda").manual_seed(seed)
     b = torch.randn(N, K, device="cuda", generator=gen).to(tdtype)
@@ -123,7 +121,7 @@ def reference(a_local, b, world):
 def run_test(m_local, N, K, dtype="bfloat16", world=2):
     rank = _check_group(world)
     M = world * m_local
-    ex = _compiled(M, N, K, dtype)
+    ex = compiled_gemm(M, N, K, dtype)
     a_local, b, a, c = prepare_data(m_local, N, K, dtype, world, rank)
     _launch(ex, a_local, b, a, c)
     ref_a, ref = reference(a_local, b, world)
@@ -135,16 +133,9 @@ def run_test(m_local, N, K, dtype="bfloat16", world=2):
             rows = (got != expect_a).any(dim=1).nonzero().flatten()
             raise AssertionError(f"allgather_gemm rank {rank}: {name} differs from the rank "
                                  f"shards at {rows.numel()} rows, first row {int(rows[0])}")
-    err = (c.float() - ref).abs()
-    nan = int(torch.isnan(c).sum().item())
-    worst = err.nan_to_num(float("inf")).max().item()
-    tol = gemm.tolerance(K, dtype)
-    if nan or worst > tol:
-        idx = int(err.nan_to_num(float("inf")).argmax())
-        raise AssertionError(
-            f"allgather_gemm rank {rank} {dtype} world={world} m_local={m_local} N={N} K={K}: "
-            f"max abs error {worst:.4g} > {tol:.4g} at (row {idx // N}, col {idx % N}); "
-            f"{nan} NaN outputs")
+    tol = tolerance(K, dtype)
+    what = f"allgather_gemm rank {rank} {dtype} world={world} m_local={m_local} N={N} K={K}"
+    worst = testing.assert_close(what, c, ref, atol=tol, rtol=0.0)
     return {"rank": rank, "max_abs_err": worst, "tol": tol}
 
 
@@ -153,12 +144,9 @@ def run_bench(m_local, N, K, dtype="bfloat16", world=2, *, warmup=None, repeat=N
     from tirx_kernels.core import distributed
 
     rank = _check_group(world)
-    ex = _compiled(world * m_local, N, K, dtype)
+    ex = compiled_gemm(world * m_local, N, K, dtype)
     a_local, b, a, c = prepare_data(m_local, N, K, dtype, world, rank)
     ctx = distributed.bench_context()  # timing stream: the current stream, ours launch on it
-
-    def tirx():
-        _launch(ex, a_local, b, a, c)
 
     def build_torch():
         import torch.distributed as dist
@@ -171,13 +159,6 @@ def run_bench(m_local, N, K, dtype="bfloat16", world=2, *, warmup=None, repeat=N
 
         return launch
 
-    return toolchain.bench(
-        {"tirx": tirx},
-        references={"torch": build_torch},
-        warmup=warmup,
-        repeat=repeat,
-        timer=timer,
-        rounds=rounds,
-        cooldown_s=cooldown_s,
-        distributed=ctx,
-    )
+    return testing.bench(lambda: _launch(ex, a_local, b, a, c), {"torch": build_torch},
+                         warmup=warmup, repeat=repeat, timer=timer, rounds=rounds,
+                         cooldown_s=cooldown_s, distributed=ctx)

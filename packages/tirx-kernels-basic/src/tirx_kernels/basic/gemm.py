@@ -1,0 +1,87 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The public GEMM op: ``gemm(a, b, out=None) -> Tensor`` computes ``a @ b.T``.
+
+``a`` is (M, K), ``b`` is (N, K) -- the kernel's NT layout, both K-major, as a linear
+layer's weight is stored -- and ``out`` is (M, N); bf16 or fp16, fp32 accumulation.
+``torch.ops.tirx_kernels.basic_gemm(out, a, b)`` writes ``out`` and returns None (a torch
+custom op: eager, CUDA graphs, ``torch.compile(fullgraph=True)``); ``gemm`` allocates
+``out`` when it is None and returns it. M, N and K are compile-time constants of the
+kernel: the first call of each (M, N, K, dtype) compiles it (seconds), later calls reuse it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from tirx_kernels.core import toolchain
+from tirx_kernels.core.ops import public_op
+
+from ._args import check_memory, dtype_name
+from ._gemm_tirx import make_gemm
+
+__all__ = ["compiled_gemm", "gemm"]
+
+
+@functools.cache
+def compiled_gemm(M: int, N: int, K: int, dtype: str):
+    """The kernel for one (M, N, K, dtype), compiled once. Called as ``(a, b, out)``."""
+    return toolchain.compile(make_gemm(M, N, K, dtype))
+
+
+def _check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> str:
+    """The dtype name of valid arguments; ValueError naming the argument and the fix."""
+    fn = "gemm"
+    dtype = dtype_name(fn, "a", a)
+    if b.dtype != a.dtype:
+        raise ValueError(f"{fn}: b must have a's dtype {a.dtype}, got {b.dtype}; "
+                         "cast it with b.to(a.dtype)")
+    if a.dim() != 2:
+        raise ValueError(f"{fn}: a must be 2-D (M, K), got shape {tuple(a.shape)}; "
+                         "flatten it with a.view(-1, a.shape[-1])")
+    if b.dim() != 2 or b.shape[1] != a.shape[1]:
+        raise ValueError(f"{fn}: b must be 2-D (N, K) with a's K = {a.shape[1]} (gemm computes "
+                         f"a @ b.T), got shape {tuple(b.shape)}; for a (K, N) matrix pass "
+                         "b.T.contiguous()")
+    (M, K), N = a.shape, b.shape[0]
+    if K % 8:
+        raise ValueError(f"{fn}: K = a.shape[1] must be a multiple of 8 (TMA needs 16-byte "
+                         f"rows), got {K}; zero-pad a and b along K to a multiple of 8")
+    if N % 8:
+        raise ValueError(f"{fn}: N = b.shape[0] must be a multiple of 8, got {N}; zero-pad b "
+                         "with rows to a multiple of 8 and slice the result's columns")
+    if max(M * K, N * K, M * N) >= 2**31:
+        raise ValueError(f"{fn}: a, b and out must each have < 2^31 elements (int32 "
+                         f"indexing), got M={M} N={N} K={K}; split a into row blocks")
+    if out.shape != (M, N) or out.dtype != a.dtype:
+        raise ValueError(f"{fn}: out must be ({M}, {N}) of a's dtype {a.dtype}, got "
+                         f"{tuple(out.shape)} {out.dtype}; allocate it with a.new_empty(M, N)")
+    device = a.get_device()
+    check_memory(fn, "a", a, device)
+    check_memory(fn, "b", b, device)
+    check_memory(fn, "out", out, device)
+    return dtype
+
+
+@public_op("basic_gemm", mutates_args=("out",))
+def _gemm(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    dtype = _check(out, a, b)
+    (M, K), N = a.shape, b.shape[0]
+    if not M or not N:  # an empty output has nothing to launch
+        return
+    if not K:  # the kernel needs K >= 1; a sum over nothing is zero
+        out.zero_()
+        return
+    compiled_gemm(M, N, K, dtype)(a, b, out)
+
+
+def gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``a @ b.T`` for ``a`` (M, K) and ``b`` (N, K); writes ``out`` (M, N) when given and
+    returns it."""
+    if out is None:
+        # (M, N) for valid 2-D arguments; any shape otherwise, so the op's check reports them
+        out = a.new_empty(a.shape[:-1] + b.shape[:1])
+    _gemm(out, a, b)
+    return out

@@ -1,0 +1,168 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The public op ``torch.ops.tirx_kernels.basic_gemm`` and its wrapper ``gemm`` (a @ b.T).
+
+CPU: registration, argument checks, the fake, Dynamo tracing. GPU (sm_90a; skipped
+elsewhere): the op against an fp32 matmul, eagerly, replayed from a CUDA graph and under
+``torch.compile(fullgraph=True)``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from tirx_kernels.basic.gemm import _check as _check_arguments
+from tirx_kernels.basic.gemm import gemm
+from tirx_kernels.basic.kernels import gemm as gemm_kernel
+from tirx_kernels.core.ops import is_registered
+
+BF16, FP16 = torch.bfloat16, torch.float16
+needs_sm90 = pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+    reason="needs an sm_90a GPU",
+)
+
+
+def test_the_op_is_registered_and_named_by_the_kernel_module():
+    assert gemm_kernel.PUBLIC_OPS == ("basic_gemm",)
+    assert is_registered("basic_gemm")
+
+
+def _args(a=(16, 64), b=(32, 64), out=None, dtype=BF16, bdtype=None, odtype=None):
+    ta = torch.zeros(a, dtype=dtype)
+    tb = torch.zeros(b, dtype=bdtype or dtype)
+    tout = torch.empty(out or (a[0], b[0]), dtype=odtype or dtype)
+    return tout, ta, tb
+
+
+BAD = {
+    "a_dtype": (dict(dtype=torch.float32), r"a must be bfloat16 or float16.*a\.to\("),
+    "b_dtype": (dict(bdtype=FP16), r"b must have a's dtype torch\.bfloat16.*b\.to\(a\.dtype\)"),
+    "a_dim": (dict(a=(2, 16, 64), out=(2, 32)), r"a must be 2-D \(M, K\).*a\.view\("),
+    "b_dim": (dict(b=(64,), out=(16, 32)), r"b must be 2-D \(N, K\).*b\.T\.contiguous\(\)"),
+    "b_k": (dict(b=(64, 32)), r"b must be 2-D \(N, K\) with a's K = 64 \(gemm computes a @ b\.T\)"),
+    "k_ragged": (dict(a=(16, 60), b=(32, 60)),
+                 r"K = a\.shape\[1\] must be a multiple of 8.*got 60; zero-pad a and b"),
+    "n_ragged": (dict(b=(30, 64)), r"N = b\.shape\[0\] must be a multiple of 8, got 30"),
+    "out_shape": (dict(out=(16, 16)), r"out must be \(16, 32\) of a's dtype.*a\.new_empty"),
+    "out_dtype": (dict(odtype=FP16), r"out must be \(16, 32\) of a's dtype torch\.bfloat16"),
+    "a_cpu": (dict(), r"a must be a CUDA tensor, got cpu; move it with a\.cuda\(\)"),
+}
+
+
+@pytest.mark.parametrize("bad, message", BAD.values(), ids=BAD.keys())
+def test_bad_arguments_raise_value_error_naming_them(bad, message):
+    out, a, b = _args(**bad)
+    with pytest.raises(ValueError, match=message):
+        torch.ops.tirx_kernels.basic_gemm(out, a, b)
+    with pytest.raises(ValueError, match=message):
+        gemm(a, b, out=out)
+
+
+def test_too_many_elements_are_refused():
+    a, b = torch.empty(65536, 64, device="meta"), torch.empty(65536, 64, device="meta")
+    out = torch.empty(65536, 65536, device="meta")  # meta tensors: shapes without memory
+    with pytest.raises(ValueError, match=r"< 2\^31 elements.*split a into row blocks"):
+        _check_arguments(out, a.bfloat16(), b.bfloat16())
+
+
+def test_the_fake_gives_metadata_without_running():
+    with FakeTensorMode():
+        out, a, b = _args(a=(5, 256), b=(48, 256), dtype=FP16)
+        assert torch.ops.tirx_kernels.basic_gemm(out, a, b) is None
+        c = gemm(a, b)
+        assert (c.shape, c.dtype) == ((5, 48), FP16)
+
+
+def test_fullgraph_compile_traces_the_wrapper_into_one_graph_with_the_op():
+    graphs = []
+
+    def backend(gm, example_inputs):  # record Dynamo's graph, then run it as is
+        graphs.append(gm)
+        return gm
+
+    model = torch.compile(lambda a, b: gemm(a * 2, b) + 1, fullgraph=True, backend=backend)
+    _, a, b = _args()
+    with pytest.raises(ValueError, match="a must be a CUDA tensor"):  # the op ran on CPU
+        model(a, b)
+    ops = [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
+    assert torch.ops.tirx_kernels.basic_gemm.default in ops
+
+
+# ---- GPU ------------------------------------------------------------------------------
+
+
+def _data(M, N, K, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(M, K, generator=g).to(dtype).cuda()
+    b = torch.randn(N, K, generator=g).to(dtype).cuda()
+    return a, b
+
+
+def _check(c, a, b):
+    """c vs the fp32 matmul, within the kernel module's test tolerance."""
+    tol = gemm_kernel.tolerance(a.shape[1], "bfloat16" if a.dtype == BF16 else "float16")
+    torch.testing.assert_close(c.float(), gemm_kernel.reference(a, b), rtol=0.0, atol=tol)
+
+
+@needs_sm90
+@pytest.mark.parametrize("M, N, K, dtype", [(333, 520, 264, BF16), (64, 256, 128, FP16),
+                                            (1, 1024, 512, BF16)])
+def test_eager_matches_fp32_reference(M, N, K, dtype):
+    a, b = _data(M, N, K, dtype)
+    _check(gemm(a, b), a, b)
+    out = torch.full((M, N), float("nan"), dtype=dtype, device="cuda")
+    assert gemm(a, b, out=out) is out
+    _check(out, a, b)
+
+
+@needs_sm90
+def test_empty_shapes_and_bad_memory_on_gpu():
+    a, b = _data(0, 64, 128, BF16)
+    assert gemm(a, b).shape == (0, 64)
+    a, b = _data(16, 64, 0, BF16)
+    assert torch.equal(gemm(a, b), torch.zeros(16, 64, dtype=BF16, device="cuda"))
+    a, b = _data(16, 64, 128, BF16)
+    with pytest.raises(ValueError, match="b must be contiguous"):
+        gemm(a, b.t().contiguous().t())
+    flat = torch.empty(16 * 128 + 8, dtype=BF16, device="cuda")
+    with pytest.raises(ValueError, match="a must be 16-byte aligned"):
+        gemm(flat[1:1 + 16 * 128].view(16, 128), b)
+    with pytest.raises(ValueError, match="b must be a CUDA tensor"):
+        gemm(a, b.cpu())
+
+
+@needs_sm90
+def test_opcheck():
+    a, b = _data(128, 256, 128, BF16)
+    out = torch.empty(128, 256, dtype=BF16, device="cuda")
+    torch.library.opcheck(torch.ops.tirx_kernels.basic_gemm.default, (out, a, b))
+
+
+@needs_sm90
+def test_cuda_graph_capture_and_replay():
+    a, b = _data(256, 512, 256, BF16)
+    out = torch.empty(256, 512, dtype=BF16, device="cuda")
+    gemm(a, b, out=out)  # compile and load outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gemm(a, b, out=out)
+    a2, _ = _data(256, 512, 256, BF16, seed=1)
+    a.copy_(a2)
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    _check(out, a2, b)
+
+
+@needs_sm90
+def test_torch_compile_fullgraph():
+    def model(a, b):
+        return gemm(a * 2, b) + 1
+
+    a, b = _data(128, 256, 256, BF16)
+    got = torch.compile(model, fullgraph=True)(a, b)
+    torch.testing.assert_close(got, model(a, b))
