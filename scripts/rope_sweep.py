@@ -8,7 +8,7 @@ For each shape it times, with the proton timer (cold L2, one round, no cooldown)
 the head-group kernel at the host's ``head_groups``; ``walk_c{N}``, the token-walk kernel
 at 128 threads with N resident CTAs per SM (grid ``min(tokens, SMs * N)``), and
 ``walk_t{T}_c{N}`` at T threads where T splits a token's heads into equal steps (the
-host's ``rope.walk_shape`` is among them); FlashInfer's
+host's ``_rope_schedule.walk_shape`` is among them); FlashInfer's
 ``apply_rope_pos_ids_inplace`` when it imports; and ``neg``, ``torch.neg`` of q and k into
 other tensors: elementwise kernels moving the same bytes (the bandwidth ceiling at that size).
 Before timing, every variant's result is compared with
@@ -41,29 +41,34 @@ def walk_threads(d, heads):
     for steps in (1, 2, 3):
         if heads % steps == 0:
             t = heads // steps * bdx
-            if t % 32 == 0 and t <= 512 and t != 128:  # 128: rope.THREADS, timed as walk_c
+            if t % 32 == 0 and t <= 512 and t != 128:  # 128: THREADS, timed as walk_c
                 sizes.add(t)
     return sorted(sizes)
 
 
-def sweep_shape(torch, toolchain, rope, sms, dtype, d, hq, hk, il, n):
+def sweep_shape(torch, toolchain, sms, dtype, d, hq, hk, il, n):
     """Rows of one shape; prints one line per variant."""
+    from tirx_kernels.flashinfer import _rope_schedule as sched
+    from tirx_kernels.flashinfer import _rope_tirx as kern
+    from tirx_kernels.flashinfer.kernels import rope
+    from tirx_kernels.flashinfer.rope import rcp_f32
+
     q0, k0, pos = rope.prepare_data(dtype, d, hq, hk, n)
-    rs, rt = 1.0, rope._f32(1.0 / 1e4)
+    rs, rt = 1.0, rcp_f32(1e4)
 
     def launcher(ex, grid):
         q, k = q0.clone(), k0.clone()
         return (q, k), lambda: ex(q, k, pos, grid, rs, rt)
 
-    grid = toolchain.compile(rope.get_grid_kernel(dtype, d, hq, hk, il))
-    variants = {"grid": launcher(grid, rope.head_groups(n, d, hq + hk, sms))}
+    grid = toolchain.compile(kern.get_grid_kernel(dtype, d, hq, hk, il))
+    variants = {"grid": launcher(grid, sched.head_groups(n, d, hq + hk, sms))}
     for c in WALK_CTAS:
-        kernel = rope.get_walk_kernel(dtype, d, hq, hk, il, min_ctas=c, threads=rope.THREADS)
+        kernel = kern.get_walk_kernel(dtype, d, hq, hk, il, min_ctas=c, threads=sched.THREADS)
         walk = toolchain.compile(kernel)
         variants[f"walk_c{c}"] = launcher(walk, min(n, sms * c))
     for t in walk_threads(d, hq + hk):
-        for c in sorted({max(1, rope.WALK_THREADS_PER_SM // t), max(1, 1536 // t)}):
-            kernel = rope.get_walk_kernel(dtype, d, hq, hk, il, min_ctas=c, threads=t)
+        for c in sorted({max(1, sched.WALK_THREADS_PER_SM // t), max(1, 1536 // t)}):
+            kernel = kern.get_walk_kernel(dtype, d, hq, hk, il, min_ctas=c, threads=t)
             walk = toolchain.compile(kernel)
             variants[f"walk_t{t}_c{c}"] = launcher(walk, min(n, sms * c))
     for _, launch in variants.values():
@@ -113,12 +118,11 @@ def main(argv=None) -> int:
         print("rope_sweep: no CUDA GPU visible; run this on the H200", file=sys.stderr)
         return 2
     from tirx_kernels.core import toolchain
-    from tirx_kernels.flashinfer.kernels import rope
 
     sms = toolchain.sm_count(0)
     rows = []
     for shape in SHAPES:
-        rows += sweep_shape(torch, toolchain, rope, sms, *shape)
+        rows += sweep_shape(torch, toolchain, sms, *shape)
         with open(args.out, "w") as f:  # after every shape: a kill keeps the rest
             json.dump({"sm_count": sms, "rows": rows}, f, indent=1)
     return 1 if any(r["mismatch"] for r in rows) else 0

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""The norm and RoPE ports' host dispatch on the CPU: which kernel a shape gets, its grid."""
+"""The norm ports' host dispatch on the CPU: which kernel a shape gets, its grid."""
 
 import os
 import tempfile
@@ -8,7 +8,6 @@ import tempfile
 import pytest
 
 from tirx_kernels.flashinfer import _norm
-from tirx_kernels.flashinfer.kernels import rope
 
 
 @pytest.mark.parametrize("tokens", [1, 16, _norm.SMALL_BATCH])
@@ -195,49 +194,6 @@ def test_lean_rmsnorm_holds_fewer_registers(dtype):
     full = _norm.make_rmsnorm(dtype, 16384, 0.0, 4)
     lean = _norm.make_rmsnorm(dtype, 16384, 0.0, 4, lean=True)
     assert _ptxas_usage(lean)[0] + 16 <= _ptxas_usage(full)[0]  # 32 elements: 16 fp32 regs
-
-
-@pytest.mark.parametrize(
-    "tokens,head_dim,heads,walk",
-    [
-        (1, 128, 40, False),  # few tokens: head groups spread over the SMs
-        (rope.WALK_MIN_TOKENS - 1, 128, 40, False),
-        (rope.WALK_MIN_TOKENS, 128, 40, True),
-        (16384, 64, 40, True),
-        (16384, 256, 24, True),
-        (16384, 256, 40, False),  # 5 head steps of 8 heads: too many registers
-        (None, 128, 64, True),
-    ],
-)
-def test_rope_uses_the_walk_kernel_for_many_tokens(tokens, head_dim, heads, walk):
-    assert rope.uses_walk(tokens, head_dim, heads) is walk
-
-
-@pytest.mark.parametrize(
-    "head_dim,heads,shape",
-    [
-        (128, 40, (320, 3)),  # all heads in one step
-        (64, 40, (160, 6)),
-        (256, 24, (384, 2)),
-        (64, 20, (96, 10)),  # rounded up to whole warps: 4 idle head slots
-        (128, 80, (320, 3)),  # two steps of 40 heads
-    ],
-)
-def test_rope_walk_shape(head_dim, heads, shape):
-    assert rope.walk_shape(head_dim, heads) == shape
-
-
-def test_rope_launcher_grids(monkeypatch):
-    launches = []
-    fake = lambda *key: lambda *args: launches.append((key[-1], args[3]))  # noqa: E731
-    monkeypatch.setattr(rope, "_compiled", fake)
-    for tokens, sms in ((1, 132), (16384, 132), (600, 264)):
-        rope.launcher("bfloat16", 128, 32, 8, False, "int32", tokens, sms)("q", "k", "p", 1, 1)
-    assert launches == [
-        (False, rope.head_groups(1, 128, 40, 132)),  # grid kernel: head groups
-        (True, 132 * 3),  # walk kernel: 3 CTAs of 320 threads per SM
-        (True, 600),  # never more CTAs than tokens
-    ]
 
 
 def test_warp_rows_need_a_row_that_fits_one_warp():

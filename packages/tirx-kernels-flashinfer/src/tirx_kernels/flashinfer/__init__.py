@@ -1,3 +1,33 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""TIRx ports of FlashInfer kernels (Apache-2.0)."""
+"""TIRx ports of FlashInfer kernels (Apache-2.0), with FlashInfer's Python API.
+
+``from tirx_kernels.flashinfer import silu_and_mul`` and the other names of ``_PUBLIC`` load
+their op module on first use (PEP 562): the plugin registry imports this package to list
+kernels, and listing must not import torch or the compiler.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# public name -> the op module (of this package) that defines it
+_PUBLIC = {
+    "silu_and_mul": "activation",
+    "gelu_and_mul": "activation",
+    "gelu_tanh_and_mul": "activation",
+    "apply_rope_pos_ids": "rope",
+    "apply_rope_pos_ids_inplace": "rope",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

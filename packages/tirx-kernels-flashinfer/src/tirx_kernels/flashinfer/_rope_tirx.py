@@ -1,0 +1,257 @@
+# This file is a TIRx port of code from FlashInfer
+# (https://github.com/flashinfer-ai/flashinfer @ fb28d7242b3506a2348265962041acc1fb56cca4),
+# Copyright (c) 2023 by FlashInfer team.
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The RoPE kernels in TIRx: the few-token "grid" and the many-token "walk" kernel.
+
+Port of FlashInfer's ``BatchQKApplyRotaryPosIdsKernel`` and
+``BatchQKApplyRotaryPosIdsHeadParallelismKernel`` with the rotation of
+``vec_apply_llama_rope_cos_sin`` / ``vec_apply_llama_rope_cos_sin_interleave``
+(``include/flashinfer/pos_enc.cuh`` @ fb28d724). Which one runs, and its grid, is
+:mod:`._rope_schedule`'s; the numerics are stated in :mod:`.rope`. A thread owns 8 rotation
+pairs of one token: two 16-byte vectors of a head (``a[off:off+16]``), rotated in fp32.
+"""
+
+from __future__ import annotations
+
+from tirx_kernels.core import toolchain
+
+from ._rope_schedule import MIN_CTAS_PER_SM, PAIRS, THREADS, walk_shape
+
+DTYPES = ("bfloat16", "float16")
+HEAD_DIMS = (64, 128, 256)
+POS_DTYPES = ("int32", "int64")
+
+
+def _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype):
+    if dtype not in DTYPES:
+        raise ValueError(f"flashinfer_rope: dtype must be one of {DTYPES}, got {dtype!r}")
+    if head_dim not in HEAD_DIMS:
+        raise ValueError(f"flashinfer_rope: head_dim must be one of {HEAD_DIMS}, got {head_dim!r}")
+    if pos_dtype not in POS_DTYPES:
+        raise ValueError(f"flashinfer_rope: pos_ids dtype must be one of {POS_DTYPES}")
+    for name, h in (("num_q_heads", num_q_heads), ("num_kv_heads", num_kv_heads)):
+        if not isinstance(h, int) or h <= 0:
+            raise ValueError(f"flashinfer_rope: {name} must be a positive int, got {h!r}")
+
+
+# The helpers below run at trace time on the (unrolled) loop variable j; `interleave` is a
+# Python bool, so only one formula reaches the IR, and unrolling folds it to constants.
+def _pair(tx, j, head_dim, interleave):
+    """Rotation-pair index of a thread's j-th pair (its chunks start at tx*8 and d/2 + tx*8)."""
+    if interleave:  # each 8-element chunk holds 4 adjacent pairs
+        return tx * 4 + j % 4 + j // 4 * (head_dim // 4)
+    return tx * 8 + j
+
+
+def _slots(j, interleave):
+    """Positions of pair j's two elements in the thread's 16-element register vector."""
+    if interleave:
+        lo = 2 * (j % 4) + 8 * (j // 4)
+        return lo, lo + 1
+    return j, PAIRS + j
+
+
+def _head_ops(T, dtype, head_dim, num_q_heads, interleave):
+    """T.inline helpers of both kernels: (load_head, store_head, rotate).
+
+    A thread's 16 elements of head ``h`` (of the concatenated q heads, then k heads) are the
+    8 at column ``tx * 8`` and the 8 at ``head_dim / 2 + tx * 8``; they live at ``a[off:off+16]``.
+    ``is_q``: whether ``h`` is a q head (an expression, or True/False when known statically).
+    """
+    f32 = "float32"
+    half = head_dim // 2
+    hq = num_q_heads
+
+    @T.inline
+    def load(X, tok, h, c0, a, off):
+        a[T.Ramp(off, 1, 8)] = X[tok, h, T.Ramp(c0, 1, 8)]
+        a[T.Ramp(off + 8, 1, 8)] = X[tok, h, T.Ramp(c0 + half, 1, 8)]
+
+    @T.inline
+    def store(X, tok, h, c0, o):
+        X[tok, h, T.Ramp(c0, 1, 8)] = o[T.Ramp(0, 1, 8)]
+        X[tok, h, T.Ramp(c0 + half, 1, 8)] = o[T.Ramp(8, 1, 8)]
+
+    @T.inline
+    def load_head(Q, K, tok, tx, h, is_q, a, off):
+        if is_q:
+            load(Q, tok, h, tx * 8, a, off)
+        else:
+            load(K, tok, h - hq, tx * 8, a, off)
+
+    @T.inline
+    def store_head(Q, K, tok, tx, h, is_q, o):
+        if is_q:
+            store(Q, tok, h, tx * 8, o)
+        else:
+            store(K, tok, h - hq, tx * 8, o)
+
+    @T.inline
+    def rotate(a, off, o, cs, sn):
+        for j in T.unroll(PAIRS):
+            lo, hi = _slots(j, interleave)
+            x0 = T.cast(a[off + lo], f32)
+            x1 = T.cast(a[off + hi], f32)
+            o[lo] = T.cast(x0 * cs[j] - x1 * sn[j], dtype)
+            o[hi] = T.cast(x1 * cs[j] + x0 * sn[j], dtype)
+
+    return load_head, store_head, rotate
+
+
+def get_grid_kernel(
+    dtype="bfloat16",
+    head_dim=128,
+    num_q_heads=32,
+    num_kv_heads=8,
+    interleave=False,
+    pos_dtype="int32",
+    threads=THREADS,
+    min_ctas=MIN_CTAS_PER_SM,
+    **_,
+):
+    """The few-token kernel for one static shape family; the token count is dynamic.
+
+    Runtime scalars: ``groups`` (gridDim.y, head groups), ``rcp_scale``, ``rcp_theta``.
+    """
+    _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype)
+    T = toolchain.T
+    f32 = "float32"
+    bdx = head_dim // (2 * PAIRS)  # threads per (token, head)
+    bdy = threads // bdx  # tokens per CTA
+    hq, hk = num_q_heads, num_kv_heads
+    n = T.dynamic("n")
+
+    load_head, store_head, rotate = _head_ops(T, dtype, head_dim, hq, interleave)
+
+    @T.inline
+    def trig(p, tx, cs, sn, rcp_theta, rcp_scale):
+        for j in T.unroll(PAIRS):
+            k = _pair(tx, j, head_dim, interleave)
+            expo = T.cast(2 * k, f32) / T.float32(head_dim)
+            freq = T.call_pure_extern("__powf", rcp_theta, expo, ty=f32) * rcp_scale
+            cs[j] = T.call_pure_extern("__cosf", p * freq, ty=f32)
+            sn[j] = T.call_pure_extern("__sinf", p * freq, ty=f32)
+
+    @T.function
+    def rope(
+        Q: T.Tensor((n, hq, head_dim), dtype),
+        K: T.Tensor((n, hk, head_dim), dtype),
+        pos: T.Tensor((n,), pos_dtype),
+        groups: T.int32,
+        rcp_scale: T.float32,
+        rcp_theta: T.float32,
+    ):
+        T.func_attr({"tirx.noalias": True})
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=(T.ceildiv(n, bdy), groups), block=threads),
+            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=min_ctas),
+        )
+        tid = T.cuda.thread_idx("x")
+        tx = tid % bdx
+        tok = T.cuda.block_idx("x") * bdy + tid // bdx
+        gy = T.cuda.block_idx("y")
+        cs = T.alloc_local((PAIRS,), f32)
+        sn = T.alloc_local((PAIRS,), f32)
+        a = T.alloc_local((2 * PAIRS,), dtype)
+        o = T.alloc_local((2 * PAIRS,), dtype)
+        if tok < n:
+            p = T.cast(pos[tok], f32)
+            # First head (gy < groups <= Hq + Hk) peeled: its loads are issued before the
+            # trig, so their latency overlaps the position load (upstream loads a head only
+            # after sincos, two dependent DRAM trips for a few tokens).
+            load_head(Q, K, tok, tx, gy, gy < hq, a, 0)
+            trig(p, tx, cs, sn, rcp_theta, rcp_scale)
+            rotate(a, 0, o, cs, sn)
+            store_head(Q, K, tok, tx, gy, gy < hq, o)
+            for it in range(1, T.ceildiv(hq + hk - gy, groups)):
+                h = gy + it * groups
+                load_head(Q, K, tok, tx, h, h < hq, a, 0)
+                rotate(a, 0, o, cs, sn)
+                store_head(Q, K, tok, tx, h, h < hq, o)
+
+    return rope
+
+
+def get_walk_kernel(
+    dtype="bfloat16",
+    head_dim=128,
+    num_q_heads=32,
+    num_kv_heads=8,
+    interleave=False,
+    pos_dtype="int32",
+    min_ctas=None,
+    threads=None,
+    **_,
+):
+    """Many-token schedule: CTA ``b`` of ``ctas`` walks tokens ``b, b + ctas, ...``.
+
+    Its threads cover consecutive heads of one token (one contiguous span of q, then of k),
+    each thread issuing the loads of all its heads before the token's sin/cos; the
+    frequencies are computed once per thread. Runtime scalars: ``ctas`` (``<= n``),
+    ``rcp_scale``, ``rcp_theta``. ``threads`` (the CTA size, a multiple of 32 and of the
+    ``head_dim / 16`` threads of a head) and ``min_ctas`` (the launch bound) default to
+    :func:`walk_shape`'s.
+    """
+    _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype)
+    shape = walk_shape(head_dim, num_q_heads + num_kv_heads)
+    threads = threads or shape[0]
+    min_ctas = min_ctas or shape[1]
+    T = toolchain.T
+    f32 = "float32"
+    bdx = head_dim // (2 * PAIRS)  # threads per head
+    if threads % 32 or threads % bdx:
+        raise ValueError(f"flashinfer_rope: {threads} threads: need a multiple of 32 and {bdx}")
+    slots = threads // bdx  # heads a CTA covers at once
+    hq, hk = num_q_heads, num_kv_heads
+    heads = hq + hk
+    iters = -(-heads // slots)
+    n = T.dynamic("n")
+
+    load_head, store_head, rotate = _head_ops(T, dtype, head_dim, hq, interleave)
+
+    @T.function
+    def rope_walk(
+        Q: T.Tensor((n, hq, head_dim), dtype),
+        K: T.Tensor((n, hk, head_dim), dtype),
+        pos: T.Tensor((n,), pos_dtype),
+        ctas: T.int32,
+        rcp_scale: T.float32,
+        rcp_theta: T.float32,
+    ):
+        T.func_attr({"tirx.noalias": True})
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=ctas, block=threads),
+            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=min_ctas),
+        )
+        tid = T.cuda.thread_idx("x")
+        bid = T.cuda.block_idx("x")
+        tx = tid % bdx
+        slot = tid // bdx
+        freq = T.alloc_local((PAIRS,), f32)
+        cs = T.alloc_local((PAIRS,), f32)
+        sn = T.alloc_local((PAIRS,), f32)
+        a = T.alloc_local((iters * 2 * PAIRS,), dtype)
+        o = T.alloc_local((2 * PAIRS,), dtype)
+        for j in T.unroll(PAIRS):
+            k = _pair(tx, j, head_dim, interleave)
+            expo = T.cast(2 * k, f32) / T.float32(head_dim)
+            freq[j] = T.call_pure_extern("__powf", rcp_theta, expo, ty=f32) * rcp_scale
+        for s in range(T.truncdiv(n - bid + ctas - 1, ctas)):  # the host passes ctas <= n
+            tok = bid + s * ctas
+            for i in T.unroll(iters):
+                h = slot + i * slots
+                if (i + 1) * slots <= heads or h < heads:  # static where it can be
+                    load_head(Q, K, tok, tx, h, (i + 1) * slots <= hq or h < hq, a, i * 16)
+            p = T.cast(pos[tok], f32)
+            for j in T.unroll(PAIRS):
+                cs[j] = T.call_pure_extern("__cosf", p * freq[j], ty=f32)
+                sn[j] = T.call_pure_extern("__sinf", p * freq[j], ty=f32)
+            for i in T.unroll(iters):
+                h = slot + i * slots
+                if (i + 1) * slots <= heads or h < heads:
+                    rotate(a, i * 16, o, cs, sn)
+                    store_head(Q, K, tok, tx, h, (i + 1) * slots <= hq or h < hq, o)
+
+    return rope_walk

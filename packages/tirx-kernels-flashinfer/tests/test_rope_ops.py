@@ -1,0 +1,236 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The RoPE public ops: registration, argument checks and fakes on the CPU; on a GPU, results
+against the torch fp32 reference, under CUDA-graph capture and under torch.compile."""
+
+import importlib.util
+
+import pytest
+import torch
+
+from tirx_kernels.core.ops import is_registered
+from tirx_kernels.flashinfer import rope
+from tirx_kernels.flashinfer.kernels import rope as contract
+
+OPS = ("flashinfer_apply_rope_pos_ids_inplace", "flashinfer_apply_rope_pos_ids")
+
+
+def qkp(nnz=5, hq=4, hk=2, d=64, dtype=torch.bfloat16, pos_dtype=torch.int32, device="cpu"):
+    q = torch.randn(nnz, hq, d, device=device).to(dtype)
+    k = torch.randn(nnz, hk, d, device=device).to(dtype)
+    return q, k, torch.arange(nnz, dtype=pos_dtype, device=device)
+
+
+def test_the_ops_are_registered_and_named_by_the_kernel_module():
+    assert contract.PUBLIC_OPS == OPS
+    assert all(is_registered(name) for name in OPS)
+
+
+def test_the_ops_declare_what_they_write():
+    ops = torch.ops.tirx_kernels
+    inplace = ops.flashinfer_apply_rope_pos_ids_inplace.default._schema
+    assert [a.name for a in inplace.arguments if a.alias_info and a.alias_info.is_write] == [
+        "q",
+        "k",
+    ]
+    out = ops.flashinfer_apply_rope_pos_ids.default._schema
+    assert [a.name for a in out.arguments if a.alias_info and a.alias_info.is_write] == [
+        "q_rope",
+        "k_rope",
+    ]
+
+
+def test_the_wrappers_keep_flashinfers_signature():
+    import inspect
+
+    for fn in (rope.apply_rope_pos_ids, rope.apply_rope_pos_ids_inplace):
+        params = inspect.signature(fn).parameters
+        assert list(params) == [
+            "q",
+            "k",
+            "pos_ids",
+            "rotary_dim",
+            "interleave",
+            "rope_scale",
+            "rope_theta",
+        ]
+        defaults = [params[n].default for n in ("rotary_dim", "interleave", "rope_scale")]
+        assert defaults == [None, False, 1] and params["rope_theta"].default == 1e4
+
+
+def _bad(change):
+    """(q, k, pos_ids, keywords) of a valid CPU call with one thing changed."""
+    q, k, pos = qkp()
+    args = {"q": q, "k": k, "pos_ids": pos}
+    kwargs = {}
+    change(args, kwargs)
+    return args["q"], args["k"], args["pos_ids"], kwargs
+
+
+BAD = {
+    "q must be \\(nnz, num_q_heads, head_dim\\)": lambda a, kw: a.update(q=a["q"][0]),
+    "k must be \\(nnz, num_kv_heads, head_dim\\)": lambda a, kw: a.update(k=a["k"][:3]),
+    "pos_ids must be \\(5,\\)": lambda a, kw: a.update(pos_ids=a["pos_ids"][:4]),
+    "q and k need at least one head": lambda a, kw: a.update(k=a["k"][:, :0]),
+    "q must be bfloat16 or float16": lambda a, kw: a.update(q=a["q"].float(), k=a["k"].float()),
+    "k must have q's dtype": lambda a, kw: a.update(k=a["k"].half()),
+    "pos_ids must be int32 or int64": lambda a, kw: a.update(pos_ids=a["pos_ids"].float()),
+    "head_dim \\(q.shape\\[-1\\]\\) must be one of": lambda a, kw: a.update(
+        q=a["q"][..., :32].contiguous(), k=a["k"][..., :32].contiguous()
+    ),
+    "rotary_dim must be None or head_dim \\(64\\)": lambda a, kw: kw.update(rotary_dim=32),
+    "rope_scale must be finite and nonzero": lambda a, kw: kw.update(rope_scale=0.0),
+    "rope_theta must be finite and nonzero": lambda a, kw: kw.update(rope_theta=float("inf")),
+    "q must be contiguous": lambda a, kw: a.update(
+        q=a["q"].transpose(0, 1).contiguous().transpose(0, 1)
+    ),
+    "pos_ids must be contiguous": lambda a, kw: a.update(
+        pos_ids=torch.arange(10, dtype=torch.int32)[::2]
+    ),
+    "q must be a CUDA tensor": lambda a, kw: None,
+}
+
+
+@pytest.mark.parametrize("wrapper", ["apply_rope_pos_ids", "apply_rope_pos_ids_inplace"])
+@pytest.mark.parametrize("message", list(BAD))
+def test_bad_arguments_raise_value_errors_naming_them(wrapper, message):
+    q, k, pos, kwargs = _bad(BAD[message])
+    with pytest.raises(ValueError, match=f"^{wrapper}: {message}"):
+        getattr(rope, wrapper)(q, k, pos, **kwargs)
+
+
+def test_out_of_place_outputs_must_match_q_and_k():
+    q, k, pos = qkp()
+    op = torch.ops.tirx_kernels.flashinfer_apply_rope_pos_ids
+    with pytest.raises(ValueError, match="k_rope must match k"):
+        op(q, k, torch.empty_like(q), torch.empty_like(q), pos, 64, False, 1.0, 1e4)
+    with pytest.raises(ValueError, match="q_rope must be contiguous"):
+        q_rope = torch.empty(4, 5, 64, dtype=q.dtype).transpose(0, 1)
+        op(q, k, q_rope, torch.empty_like(k), pos, 64, False, 1.0, 1e4)
+
+
+def test_the_fakes_run_without_a_gpu():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        q, k, pos = qkp(nnz=7, hq=8, hk=1, d=128, dtype=torch.float16, pos_dtype=torch.int64)
+        q_rope, k_rope = rope.apply_rope_pos_ids(q, k, pos, interleave=True)
+        rope.apply_rope_pos_ids_inplace(q, k, pos, rope_scale=2.0, rope_theta=1e6)
+    assert q_rope.shape == (7, 8, 128) and k_rope.shape == (7, 1, 128)
+    assert q_rope.dtype == k_rope.dtype == torch.float16
+
+
+def test_fullgraph_tracing_sees_the_ops_without_a_gpu():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def model(q, k, pos):
+        q_rope, k_rope = rope.apply_rope_pos_ids(q, k, pos)
+        rope.apply_rope_pos_ids_inplace(q_rope, k_rope, pos)
+        return q_rope, k_rope
+
+    with FakeTensorMode():
+        graph = make_fx(model)(*qkp())
+    called = {str(n.target) for n in graph.graph.nodes if n.op == "call_function"}
+    assert {f"tirx_kernels.{name}.default" for name in OPS} <= called
+
+
+# ---- GPU: skipped without CUDA (and without a Hopper GPU, which the kernels are built for)
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.fixture
+def hopper():
+    from tirx_kernels.core import toolchain
+
+    if toolchain.gpu_arch() != "sm_90a":
+        pytest.skip(f"needs sm_90a, found {toolchain.gpu_arch()}")
+
+
+# (nnz, hq, hk, d, dtype, pos dtype, interleave): grid kernel, walk kernel, fp16 + int64
+SHAPES = [
+    (3, 32, 8, 128, torch.bfloat16, torch.int32, False),
+    (1031, 16, 16, 256, torch.bfloat16, torch.int32, True),
+    (777, 16, 4, 64, torch.float16, torch.int64, True),
+]
+
+
+def _data(nnz, hq, hk, d, dtype, pos_dtype, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed + nnz)
+    q = torch.randn(nnz, hq, d, generator=g, device="cuda").to(dtype)
+    k = torch.randn(nnz, hk, d, generator=g, device="cuda").to(dtype)
+    pos = torch.randint(0, 4096, (nnz,), generator=g, device="cuda", dtype=pos_dtype)
+    return q, k, pos
+
+
+def _check_against_reference(q0, k0, pos, q_rope, k_rope, interleave):
+    from tirx_kernels.core.testing import assert_close
+
+    ulp = 2**-7 if q0.dtype == torch.bfloat16 else 2**-10
+    for name, got, x in (("q", q_rope, q0), ("k", k_rope, k0)):
+        want = contract.reference(x, pos, interleave)
+        assert_close(f"{name} vs torch fp32", got, want, atol=1.5e-2, rtol=ulp)
+
+
+@gpu
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_ops_match_the_fp32_reference(hopper, shape):
+    *dims, il = shape
+    q, k, pos = _data(*dims)
+    q0, k0 = q.clone(), k.clone()
+    q_rope, k_rope = rope.apply_rope_pos_ids(q, k, pos, interleave=il)
+    assert torch.equal(q, q0) and torch.equal(k, k0)  # out of place leaves q and k alone
+    _check_against_reference(q0, k0, pos, q_rope, k_rope, il)
+    rope.apply_rope_pos_ids_inplace(q, k, pos, interleave=il)
+    assert torch.equal(q, q_rope) and torch.equal(k, k_rope)
+
+
+@gpu
+@pytest.mark.parametrize("shape", SHAPES[:2])
+def test_the_ops_replay_in_a_cuda_graph(hopper, shape):
+    *dims, il = shape
+    q, k, pos = _data(*dims)
+    rope.apply_rope_pos_ids(q, k, pos, interleave=il)  # compile outside the capture
+    rope.apply_rope_pos_ids_inplace(q.clone(), k.clone(), pos, interleave=il)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        q_rope, k_rope = rope.apply_rope_pos_ids(q, k, pos, interleave=il)
+        rope.apply_rope_pos_ids_inplace(q, k, pos, interleave=il)
+    for seed in (1, 2):  # new inputs in the captured buffers
+        qn, kn, pn = _data(*dims, seed=seed)
+        q.copy_(qn), k.copy_(kn), pos.copy_(pn)
+        graph.replay()
+        torch.cuda.synchronize()
+        _check_against_reference(qn, kn, pn, q_rope, k_rope, il)
+        assert torch.equal(q, q_rope) and torch.equal(k, k_rope)
+
+
+BACKENDS = [
+    "aot_eager",
+    pytest.param(
+        "inductor",
+        marks=pytest.mark.skipif(
+            importlib.util.find_spec("triton") is None, reason="inductor needs triton"
+        ),
+    ),
+]
+
+
+@gpu
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_ops_compile_fullgraph(hopper, backend):
+    def model(q, k, pos):
+        q_rope, k_rope = rope.apply_rope_pos_ids(q, k, pos, interleave=True)
+        rope.apply_rope_pos_ids_inplace(q, k, pos, interleave=True)
+        return q_rope * 1, k_rope, q + 0
+
+    compiled = torch.compile(model, fullgraph=True, backend=backend)
+    q, k, pos = _data(1031, 16, 16, 256, torch.bfloat16, torch.int32)
+    want = model(q.clone(), k.clone(), pos)
+    qc, kc = q.clone(), k.clone()
+    got = compiled(qc, kc, pos)
+    for g, w in zip(got, want, strict=True):
+        assert torch.equal(g, w)
+    assert torch.equal(kc, want[1])  # the in-place op's write reached the caller's k
