@@ -115,3 +115,10 @@ def schedule(kind: str, hidden: int, tokens: int | None) -> dict:
                 return {**sched, "lean": True} if lean else sched
     return sched
 
+
+def batch_class(tokens: int) -> int:
+    """A token count with the schedule of ``tokens``: schedule() reads tokens only against
+    SMALL_BATCH and MANY_ROWS, so the host caches its kernels per class, not per count."""
+    if tokens <= SMALL_BATCH:
+        return SMALL_BATCH
+    return SMALL_BATCH + 1 if tokens < MANY_ROWS else MANY_ROWS
