@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""Sweep the FlashInfer norm ports' schedules on the H200 (how _norm.schedule was picked).
+"""Sweep the FlashInfer norm ports' schedules on the H200 (how _norm_schedule was picked).
 
     python scripts/norm_sweep.py OUT.json [--full] [--kinds rmsnorm,layernorm] [--budget-s 230]
         [--shapes 16384x2048,4113x11008] [--rounds 2] [--variant NAME=JSON ...]
@@ -52,9 +52,9 @@ DTYPE = "bfloat16"
 EPS = 1e-6
 
 
-def valid_ks(norm, hidden):
+def valid_ks(norm_schedule, hidden):
     """k in KS with 32 <= ceil(hidden / 8 / k) threads (before warp rounding) <= 1024."""
-    nvec = hidden // norm.VEC
+    nvec = hidden // norm_schedule.VEC
     ks = []
     for k in KS:
         raw = -(-nvec // k)
@@ -63,20 +63,20 @@ def valid_ks(norm, hidden):
     return ks
 
 
-def make_data(torch, norm, kind, tokens, hidden):
-    x = norm.randn((tokens, hidden), DTYPE, seed=tokens * 7 + hidden, shift=0.5)
+def make_data(randn, kind, tokens, hidden):
+    x = randn((tokens, hidden), DTYPE, seed=tokens * 7 + hidden, shift=0.5)
     if kind == "layernorm":
-        g = norm.randn((hidden,), "float32", seed=hidden + 1, scale=0.5, shift=1.0)
-        b = norm.randn((hidden,), "float32", seed=hidden + 2, scale=0.5)
+        g = randn((hidden,), "float32", seed=hidden + 1, scale=0.5, shift=1.0)
+        b = randn((hidden,), "float32", seed=hidden + 2, scale=0.5)
         return {"x": x, "gamma": g, "beta": b}
-    w = norm.randn((hidden,), DTYPE, seed=hidden + 1, scale=0.5, shift=1.0)
+    w = randn((hidden,), DTYPE, seed=hidden + 1, scale=0.5, shift=1.0)
     if kind == "rmsnorm":
         return {"x": x, "w": w}
-    r = norm.randn((tokens, hidden), DTYPE, seed=tokens * 11 + hidden + 3)
+    r = randn((tokens, hidden), DTYPE, seed=tokens * 11 + hidden + 3)
     return {"x": x, "residual": r, "w": w}
 
 
-def runner(torch, norm, kind, d, launch):
+def runner(torch, kind, d, launch):
     """(run once -> outputs to compare, no-arg timed callable) for one launch function."""
     x = d["x"]
     if kind == "fused_add_rmsnorm":  # in place: each variant owns its state, as run_bench
@@ -136,14 +136,14 @@ def parse_variant(spec: str) -> tuple[str, dict, bool]:
     return name, sched, on_host
 
 
-def variants_of(norm, kind, hidden, k0, full, host, probes=()):
+def variants_of(norm_schedule, kind, hidden, k0, full, host, probes=()):
     """(name, make_* keywords) of every schedule worth timing for one shape; with
     ``probes`` ((name, keywords, on_host), ...), the host's schedule and those only."""
     if probes:
         return [("host", host)] + [
             (name, {**host, **sched} if on_host else sched) for name, sched, on_host in probes
         ]
-    ks = [k for k in valid_ks(norm, hidden) if full or k == k0]
+    ks = [k for k in valid_ks(norm_schedule, hidden) if full or k == k0]
     out = [(f"row_k{k}", {"vecs_per_thread": k}) for k in ks]
     if kind in ("rmsnorm", "layernorm"):  # R rows per CTA
         rows = (2, 4, 8) if full else (2, 4)
@@ -160,50 +160,51 @@ def variants_of(norm, kind, hidden, k0, full, host, probes=()):
             if s["vecs_per_thread"] == k0
         ]
     if kind in ("rmsnorm", "layernorm"):  # lean rows, at each CTAs-per-SM bound to 40 registers
-        threads = norm.plan(hidden, None, kind, host["vecs_per_thread"])[1]
+        threads = norm_schedule.plan(hidden, None, kind, host["vecs_per_thread"])[1]
         lean = {**host, "lean": True, "min_ctas_per_sm": 1}
         out += [("host_lean", lean)]
-        if hidden % norm.WARP_ROW == 0 and hidden // norm.WARP_ROW in KS:  # a row per warp
-            one_warp = {**host, "vecs_per_thread": hidden // norm.WARP_ROW, "rows_per_cta": 1}
+        row = norm_schedule.WARP_ROW
+        if hidden % row == 0 and hidden // row in KS:  # a row per warp
+            one_warp = {**host, "vecs_per_thread": hidden // row, "rows_per_cta": 1}
             for w in (2, 4, 8):
                 out += [(f"warp_w{w}", {**one_warp, "warp_rows": w})]
                 out += [(f"warp_w{w}_lean", {**one_warp, "warp_rows": w, "lean": True})]
         if full:  # one-row lean kernels at every k, unbounded and at lean_ctas_per_sm()
             for k in ks:
-                n = norm.lean_ctas_per_sm(norm.plan(hidden, None, kind, k)[1])
+                n = norm_schedule.lean_ctas_per_sm(norm_schedule.plan(hidden, None, kind, k)[1])
                 one = {**host, "vecs_per_thread": k, "rows_per_cta": 1, "lean": True}
                 out += [(f"lean_k{k}", {**one, "min_ctas_per_sm": 1})]
                 out += [(f"lean_k{k}_c{n}", {**one, "min_ctas_per_sm": n})] if n > 1 else []
         out += [
             (f"host_lean_c{n}", {**lean, "min_ctas_per_sm": n})
             for n in (2, 3, 4, 5, 6, 8, 10, 12)
-            if threads * n <= norm.THREADS_PER_SM
-            and norm.REGISTERS_PER_SM // (threads * n) >= norm.LEAN_MIN_REGISTERS
+            if threads * n <= norm_schedule.THREADS_PER_SM
+            and norm_schedule.REGISTERS_PER_SM // (threads * n) >= norm_schedule.LEAN_MIN_REGISTERS
         ]
     return out
 
 
 def sweep_shape(
-    torch, toolchain, norm, kind, tokens, hidden, full, print_line, probes=(), rounds=1
+    torch, toolchain, norm_schedule, norm, kind, tokens, hidden, full, print_line,
+    probes=(), rounds=1,
 ):
-    d = make_data(torch, norm, kind, tokens, hidden)
-    k0 = norm.plan(hidden, tokens, kind)[0]
-    host = norm.schedule(kind, hidden, tokens)
-    variants = variants_of(norm, kind, hidden, k0, full, host, probes)
+    """``norm_schedule``: the plans and host schedules; ``norm``: the op module (launcher)."""
+    from tirx_kernels.core import testing
+
+    d = make_data(testing.randn, kind, tokens, hidden)
+    k0 = norm_schedule.plan(hidden, tokens, kind)[0]
+    host = norm_schedule.schedule(kind, hidden, tokens)
+    variants = variants_of(norm_schedule, kind, hidden, k0, full, host, probes)
     ref_once, _ = runner(
-        torch,
-        norm,
-        kind,
-        d,
-        norm.launcher(kind, DTYPE, hidden, tokens, sched={"vecs_per_thread": k0}),
+        torch, kind, d, norm.launcher(kind, DTYPE, hidden, tokens, sched={"vecs_per_thread": k0})
     )
     want = ref_once()
     funcs, info = {}, {}
     for name, sched in variants:
         t0 = time.time()
-        k = norm.plan(hidden, None, kind, sched.get("vecs_per_thread"))[0]
+        k = norm_schedule.plan(hidden, None, kind, sched.get("vecs_per_thread"))[0]
         once, timed = runner(
-            torch, norm, kind, d, norm.launcher(kind, DTYPE, hidden, tokens, sched=sched)
+            torch, kind, d, norm.launcher(kind, DTYPE, hidden, tokens, sched=sched)
         )
         got = once()
         torch.cuda.synchronize()
@@ -212,7 +213,7 @@ def sweep_shape(
         info[name] = {
             "k": k,
             "sched": sched,
-            "threads": norm.plan(hidden, None, kind, k)[1],
+            "threads": norm_schedule.plan(hidden, None, kind, k)[1],
             "equal": equal,
             "must_match": k == k0,
             "max_abs_diff": diff,
@@ -220,7 +221,8 @@ def sweep_shape(
             "host_default": sched == host,
         }
         funcs[name] = timed
-    refs = {"flashinfer": flashinfer_builder(torch, kind, d)} if norm.flashinfer_available() else {}
+    with_flashinfer = testing.available("flashinfer.norm")
+    refs = {"flashinfer": flashinfer_builder(torch, kind, d)} if with_flashinfer else {}
     if kind != "fused_add_rmsnorm":  # the same bytes, elementwise: the ceiling
         copy_out = torch.empty_like(d["x"])
         refs["neg"] = lambda: lambda: torch.neg(d["x"], out=copy_out)
@@ -292,8 +294,8 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("norm_sweep: no CUDA GPU visible; run this on the H200", file=sys.stderr)
         return 2
-    from tirx_kernels.core import toolchain
-    from tirx_kernels.flashinfer import _norm as norm
+    from tirx_kernels.core import testing, toolchain
+    from tirx_kernels.flashinfer import _norm_schedule, norm
 
     if toolchain.gpu_arch() != "sm_90a":
         print(f"norm_sweep: needs an sm_90a GPU, found {toolchain.gpu_arch()}", file=sys.stderr)
@@ -303,7 +305,7 @@ def main(argv=None) -> int:
     results = {
         "device": torch.cuda.get_device_name(),
         "sm_count": toolchain.sm_count(torch.cuda.current_device()),
-        "flashinfer": norm.flashinfer_available(),
+        "flashinfer": testing.available("flashinfer.norm"),
         "rows": [],
         "failures": [],
         "skipped": [],
@@ -320,8 +322,8 @@ def main(argv=None) -> int:
                 continue
             try:
                 rows = sweep_shape(
-                    torch, toolchain, norm, kind, tokens, hidden, args.full, print_line,
-                    probes=probes, rounds=args.rounds,
+                    torch, toolchain, _norm_schedule, norm, kind, tokens, hidden, args.full,
+                    print_line, probes=probes, rounds=args.rounds,
                 )
                 results["rows"].extend(rows)
             except Exception as e:  # one shape failing must not end the sweep

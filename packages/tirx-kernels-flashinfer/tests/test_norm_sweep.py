@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tirx_kernels.flashinfer import _norm
+from tirx_kernels.flashinfer import _norm_schedule
 
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "norm_sweep.py"
 
@@ -40,12 +40,12 @@ def test_a_malformed_variant_names_the_expected_form(sweep, spec):
 
 
 def test_probes_replace_the_built_in_variants(sweep):
-    host = _norm.schedule("layernorm", 2048, 16384)
-    built_in = sweep.variants_of(_norm, "layernorm", 2048, 1, False, host)
+    host = _norm_schedule.schedule("layernorm", 2048, 16384)
+    built_in = sweep.variants_of(_norm_schedule, "layernorm", 2048, 1, False, host)
     assert len(built_in) > 3 and ("host", host) not in built_in
     r8 = {"vecs_per_thread": 1, "rows_per_cta": 8}
     probes = [("r8", r8, False), ("lean", {"lean": True}, True)]
-    assert sweep.variants_of(_norm, "layernorm", 2048, 1, False, host, probes) == [
+    assert sweep.variants_of(_norm_schedule, "layernorm", 2048, 1, False, host, probes) == [
         ("host", host),
         ("r8", r8),
         ("lean", {**host, "lean": True}),

@@ -10,7 +10,7 @@ where the norm uses the unrounded fp32 sum. Port of ``flashinfer.norm.fused_add_
 (``flashinfer/norm/__init__.py`` -> ``csrc/norm.cu::fused_add_rmsnorm`` ->
 ``include/flashinfer/norm.cuh``: ``FusedAddRMSNorm`` launcher, ``FusedAddRMSNormKernel``
 with ``weight_bias = 0``).
-Shared TIRx code: ``_norm.py``, ``_rms_api.py``.
+Public function: ``tirx_kernels.flashinfer.norm.fused_add_rmsnorm``.
 
 Numerics (as upstream): ``x = float(input) + float(residual)``; ``residual = T(x)``;
 per-thread fp32 sum of ``x^2``, warp then CTA reduction, ``rms_rcp = rsqrt(sum / d + eps)``,
@@ -19,13 +19,14 @@ port in registers). eps is a runtime fp32 argument (default 1e-6).
 
 Dispatch domain: dtype bfloat16/float16; ``hidden % 8 == 0`` (upstream's VEC_SIZE = 8
 path), ``8 <= hidden <= 16384``; any token count; contiguous rows. Anything else raises
-ValueError (see ``_norm.check_domain``).
+ValueError (see ``_norm_schedule.check_domain``).
 """
 
 from __future__ import annotations
 
-from .._norm import NORM_BENCH_CONFIGS, NORM_CONFIGS
-from .._rms_api import EPS, FusedAddRMSNormKernelAPI  # noqa: F401 - EPS: the default eps
+from .. import norm  # declares the public ops named in PUBLIC_OPS
+from . import _rms_common as rms
+from ._norm_configs import NORM_BENCH_CONFIGS, NORM_CONFIGS
 
 KERNEL_META = {
     "name": "flashinfer_fused_add_rmsnorm",
@@ -36,15 +37,53 @@ KERNEL_META = {
     "dtypes": ["bfloat16", "float16"],
 }
 
-# the matrices the four RMSNorm-family kernels share (read statically from _norm.py)
-PUBLIC_OPS: tuple[str, ...] = ()  # declared by the op layer (contract v2)
+PUBLIC_OPS: tuple[str, ...] = ("flashinfer_fused_add_rmsnorm",)
 
+# the matrices the four RMSNorm-family kernels share (read statically from _norm_configs.py)
 CONFIGS = NORM_CONFIGS
 BENCH_CONFIGS = NORM_BENCH_CONFIGS
 
 WEIGHT_BIAS = 0.0  # FusedAddRMSNormKernel's weight_bias for plain RMSNorm
+UPSTREAM = "fused_add_rmsnorm"  # the reference: flashinfer.norm.<UPSTREAM>
+EPS = norm.EPS  # FlashInfer's default eps
 
-# The contract functions, shared with the other RMSNorm kernels (see _rms_api.py)
-_API = FusedAddRMSNormKernelAPI(KERNEL_META, WEIGHT_BIAS, op="fused_add_rmsnorm")
-get_kernel, apply, prepare_data = _API.get_kernel, _API.apply, _API.prepare_data
-reference, run_test, run_bench = _API.reference, _API.run_test, _API.run_bench
+
+def get_kernel(dtype, hidden, tokens=None, **_):
+    """The TIRx PrimFunc the host launches for ``tokens`` rows (``_norm_schedule.schedule``).
+
+    Tokens are dynamic; their count picks the schedule.
+    """
+    return norm.kernel_for("fused_add_rmsnorm", dtype, hidden, tokens, WEIGHT_BIAS)
+
+
+def prepare_data(dtype, tokens, hidden, **_):
+    return rms.fused_add_data(dtype, tokens, hidden, WEIGHT_BIAS)
+
+
+def reference(x, residual, w, eps=EPS):
+    """(new residual rounded to the dtype, normalized output in fp32), from fp32 torch."""
+    return rms.fused_add_reference(x, residual, w, eps, WEIGHT_BIAS)
+
+
+def run_test(dtype, tokens, hidden, **_):
+    """Through the public function (``norm.fused_add_rmsnorm``), vs torch and FlashInfer."""
+    rms.fused_add_test(
+        KERNEL_META, norm.fused_add_rmsnorm, UPSTREAM, WEIGHT_BIAS, dtype, tokens, hidden
+    )
+
+
+def run_bench(
+    dtype, tokens, hidden, *, warmup=None, repeat=None, timer=None, rounds=1, cooldown_s=1.0, **_
+):
+    return rms.fused_add_bench(
+        UPSTREAM,
+        WEIGHT_BIAS,
+        dtype,
+        tokens,
+        hidden,
+        warmup=warmup,
+        repeat=repeat,
+        timer=timer,
+        rounds=rounds,
+        cooldown_s=cooldown_s,
+    )

@@ -8,7 +8,7 @@
 Port of ``flashinfer.norm.layernorm`` (``flashinfer/norm/__init__.py`` ->
 ``csrc/norm.cu::layernorm`` -> ``include/flashinfer/norm.cuh``: ``LayerNorm`` launcher,
 ``generalLayerNorm`` without quantization, ``USE_DIFF_OF_SQUARES = false``; the kernel is
-TensorRT-LLM's, carried by FlashInfer). Shared TIRx code: ``_norm.py``.
+TensorRT-LLM's, carried by FlashInfer). Public function: ``tirx_kernels.flashinfer.norm.layernorm``.
 
 Numerics (as upstream): bfloat16 input and output, float32 gamma and beta (the upstream
 binding accepts only these), fp32 math; mean = sum(x) / d, then var = sum((x - mean)^2) / d
@@ -17,14 +17,17 @@ binding accepts only these), fp32 math; mean = sum(x) / d, then var = sum((x - m
 
 Dispatch domain: bfloat16 x; ``hidden % 8 == 0`` and ``8 <= hidden <= 16384`` (upstream
 takes any even ``d`` with 2-element vectors; this port uses 16-byte vectors); any token
-count; contiguous rows. Anything else raises ValueError (see ``_norm.check_domain``).
+count; contiguous rows. Anything else raises ValueError (see ``_norm_schedule.check_domain``).
 """
 
 from __future__ import annotations
 
 import torch
 
-from tirx_kernels.flashinfer import _norm
+from tirx_kernels.core import testing
+
+from .. import norm  # declares the public ops named in PUBLIC_OPS
+from .._norm_schedule import check_domain
 
 KERNEL_META = {
     "name": "flashinfer_layernorm",
@@ -60,7 +63,7 @@ BENCH_SHAPES = [
     (16384, 8192),
     (16384, 16384),
 ]
-PUBLIC_OPS: tuple[str, ...] = ()  # declared by the op layer (contract v2)
+PUBLIC_OPS: tuple[str, ...] = ("flashinfer_layernorm",)
 
 CONFIGS = [
     {"label": f"bf16_t{t}_h{h}", "dtype": "bfloat16", "tokens": t, "hidden": h}
@@ -71,29 +74,24 @@ BENCH_CONFIGS = [
     for t, h in BENCH_SHAPES
 ]
 
-EPS = 1e-6
+EPS = norm.EPS  # FlashInfer's default eps
 
 
 def get_kernel(dtype, hidden, tokens=None, **_):
-    """The TIRx PrimFunc the host launches for ``tokens`` rows (``_norm.schedule``).
+    """The TIRx PrimFunc the host launches for ``tokens`` rows (``_norm_schedule.schedule``).
 
     Tokens are dynamic; their count picks the schedule.
     """
-    _norm.check_domain(dtype, hidden, bf16_only=True)
-    return _norm.kernel_for("layernorm", dtype, hidden, tokens)
-
-
-def apply(x, gamma, beta, eps=EPS, out=None):
-    """``flashinfer.norm.layernorm(x, gamma, beta, eps)`` through the TIRx kernel."""
-    return _norm.layernorm(x, gamma, beta, eps, out)
+    check_domain(dtype, hidden, bf16_only=True)
+    return norm.kernel_for("layernorm", dtype, hidden, tokens)
 
 
 def prepare_data(dtype, tokens, hidden, **_):
     return {
         # an offset mean makes the two-pass variance matter
-        "x": _norm.randn((tokens, hidden), dtype, seed=tokens * 7 + hidden, shift=0.5),
-        "gamma": _norm.randn((hidden,), "float32", seed=hidden + 1, scale=0.5, shift=1.0),
-        "beta": _norm.randn((hidden,), "float32", seed=hidden + 2, scale=0.5),
+        "x": testing.randn((tokens, hidden), dtype, seed=tokens * 7 + hidden, shift=0.5),
+        "gamma": testing.randn((hidden,), "float32", seed=hidden + 1, scale=0.5, shift=1.0),
+        "beta": testing.randn((hidden,), "float32", seed=hidden + 2, scale=0.5),
     }
 
 
@@ -106,27 +104,26 @@ def reference(x, gamma, beta, eps=EPS):
 
 
 def run_test(dtype, tokens, hidden, **_):
-    _norm.skip_unless_gpu(KERNEL_META)
+    """Through the public function (``norm.layernorm``), vs torch fp32 and FlashInfer."""
+    testing.skip_unless_gpu(KERNEL_META)
     data = prepare_data(dtype, tokens, hidden)
-    out = apply(data["x"], data["gamma"], data["beta"])
+    out = norm.layernorm(data["x"], data["gamma"], data["beta"])
     torch.cuda.synchronize()
-    _norm.assert_close("vs torch fp32", out, reference(**data), _norm.dtype_tols(dtype))
-    if _norm.flashinfer_available():
+    testing.assert_close("vs torch fp32", out, reference(**data), **testing.dtype_tols(dtype))
+    if testing.available("flashinfer.norm"):
         import flashinfer
 
         want = flashinfer.norm.layernorm(data["x"], data["gamma"], data["beta"], eps=EPS)
-        _norm.assert_close("vs flashinfer", out, want, _norm.ulp_tols(dtype))
+        testing.assert_close("vs flashinfer", out, want, **testing.ulp_tols(dtype))
 
 
 def run_bench(
     dtype, tokens, hidden, *, warmup=None, repeat=None, timer=None, rounds=1, cooldown_s=1.0, **_
 ):
-    from tirx_kernels.core import toolchain
-
     data = prepare_data(dtype, tokens, hidden)
     x, gamma, beta = data["x"], data["gamma"], data["beta"]
     out = torch.empty_like(x)
-    run = _norm.launcher("layernorm", dtype, hidden, tokens)  # the host's schedule
+    run = norm.launcher("layernorm", dtype, hidden, tokens)  # the host's schedule
 
     def build_flashinfer():
         import flashinfer
@@ -143,9 +140,9 @@ def run_bench(
             g, b = gamma.to(x.dtype), beta.to(x.dtype)
         return lambda: F.layer_norm(x, (hidden,), g, b, EPS)
 
-    return toolchain.bench(
-        {"tirx": lambda: run(x, gamma, beta, out, EPS)},
-        references={"flashinfer": build_flashinfer, "torch": build_torch},
+    return testing.bench(
+        lambda: run(x, gamma, beta, out, EPS),
+        {"flashinfer": build_flashinfer, "torch": build_torch},
         warmup=warmup,
         repeat=repeat,
         timer=timer,

@@ -8,7 +8,7 @@
 Port of ``flashinfer.norm.rmsnorm`` for 2D input (``flashinfer/norm/__init__.py`` ->
 ``csrc/norm.cu::rmsnorm`` -> ``include/flashinfer/norm.cuh``: ``RMSNorm`` launcher,
 ``RMSNormKernel`` with ``weight_bias = 0``).
-Shared TIRx code: ``_norm.py``, ``_rms_api.py``.
+Public function: ``tirx_kernels.flashinfer.norm.rmsnorm``.
 
 Numerics (as upstream): bf16/fp16 in and out, fp32 math; per-thread fp32 sum of squares,
 warp then CTA reduction, ``rms_rcp = rsqrt(sum_sq / d + eps)``,
@@ -17,13 +17,14 @@ FlashInfer's default).
 
 Dispatch domain: dtype bfloat16/float16; ``hidden % 8 == 0`` (upstream's VEC_SIZE = 8
 path, ``gcd(16 / sizeof(T), d) == 8``), ``8 <= hidden <= 16384``; any token count;
-contiguous rows. Anything else raises ValueError (see ``_norm.check_domain``).
+contiguous rows. Anything else raises ValueError (see ``_norm_schedule.check_domain``).
 """
 
 from __future__ import annotations
 
-from .._norm import NORM_BENCH_CONFIGS, NORM_CONFIGS
-from .._rms_api import EPS, RMSNormKernelAPI  # noqa: F401 - EPS: the default eps
+from .. import norm  # declares the public ops named in PUBLIC_OPS
+from . import _rms_common as rms
+from ._norm_configs import NORM_BENCH_CONFIGS, NORM_CONFIGS
 
 KERNEL_META = {
     "name": "flashinfer_rmsnorm",
@@ -34,15 +35,51 @@ KERNEL_META = {
     "dtypes": ["bfloat16", "float16"],
 }
 
-# the matrices the four RMSNorm-family kernels share (read statically from _norm.py)
-PUBLIC_OPS: tuple[str, ...] = ()  # declared by the op layer (contract v2)
+PUBLIC_OPS: tuple[str, ...] = ("flashinfer_rmsnorm",)
 
+# the matrices the four RMSNorm-family kernels share (read statically from _norm_configs.py)
 CONFIGS = NORM_CONFIGS
 BENCH_CONFIGS = NORM_BENCH_CONFIGS
 
 WEIGHT_BIAS = 0.0  # RMSNormKernel's weight_bias for plain RMSNorm
+UPSTREAM = "rmsnorm"  # the reference: flashinfer.norm.<UPSTREAM>
+EPS = norm.EPS  # FlashInfer's default eps
 
-# The contract functions, shared with the other RMSNorm kernels (see _rms_api.py)
-_API = RMSNormKernelAPI(KERNEL_META, WEIGHT_BIAS, op="rmsnorm")
-get_kernel, apply, prepare_data = _API.get_kernel, _API.apply, _API.prepare_data
-reference, run_test, run_bench = _API.reference, _API.run_test, _API.run_bench
+
+def get_kernel(dtype, hidden, tokens=None, **_):
+    """The TIRx PrimFunc the host launches for ``tokens`` rows (``_norm_schedule.schedule``).
+
+    Tokens are dynamic; their count picks the schedule.
+    """
+    return norm.kernel_for("rmsnorm", dtype, hidden, tokens, WEIGHT_BIAS)
+
+
+def prepare_data(dtype, tokens, hidden, **_):
+    return rms.rmsnorm_data(dtype, tokens, hidden, WEIGHT_BIAS)
+
+
+def reference(x, w, eps=EPS):
+    """fp32 torch RMSNorm (unrounded)."""
+    return rms.rmsnorm_reference(x, w, eps, WEIGHT_BIAS)
+
+
+def run_test(dtype, tokens, hidden, **_):
+    """Through the public function (``norm.rmsnorm``), vs torch and FlashInfer."""
+    rms.rmsnorm_test(KERNEL_META, norm.rmsnorm, UPSTREAM, WEIGHT_BIAS, dtype, tokens, hidden)
+
+
+def run_bench(
+    dtype, tokens, hidden, *, warmup=None, repeat=None, timer=None, rounds=1, cooldown_s=1.0, **_
+):
+    return rms.rmsnorm_bench(
+        UPSTREAM,
+        WEIGHT_BIAS,
+        dtype,
+        tokens,
+        hidden,
+        warmup=warmup,
+        repeat=repeat,
+        timer=timer,
+        rounds=rounds,
+        cooldown_s=cooldown_s,
+    )

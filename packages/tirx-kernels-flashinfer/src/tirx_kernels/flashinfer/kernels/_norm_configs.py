@@ -1,0 +1,48 @@
+# This file is a TIRx port of code from FlashInfer
+# (https://github.com/flashinfer-ai/flashinfer @ fb28d7242b3506a2348265962041acc1fb56cca4),
+# Copyright (c) 2024 by FlashInfer team.
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The config matrices the four RMSNorm kernel modules share (``rmsnorm``, ``gemma_rmsnorm``,
+``fused_add_rmsnorm``, ``gemma_fused_add_rmsnorm``), for the ports of upstream's
+``include/flashinfer/norm.cuh`` kernels. Literals only: the registry reads them from the
+source, never importing it (``from ._norm_configs import NORM_CONFIGS`` in a kernel module).
+"""
+
+# Correctness and bench matrices of rmsnorm, gemma_rmsnorm and both fused_add variants
+# (dtype, tokens, hidden): LLM hidden sizes incl. 5120/11008, odd token counts, batch 1.
+_TEST_SHAPES = [
+    ("bfloat16", 1, 4096),
+    ("bfloat16", 7, 2048),
+    ("bfloat16", 16, 16384),
+    ("bfloat16", 127, 5120),
+    ("bfloat16", 4113, 11008),
+    ("bfloat16", 16384, 8192),
+    ("float16", 33, 4096),
+    ("float16", 2047, 11008),
+    ("bfloat16", 1025, 16384),  # fused add: late weight at 1024 threads
+    ("float16", 8195, 1000),  # tail lanes in every row, late weight at 128 threads, R = 2
+    ("bfloat16", 8193, 2048),  # RMSNorm: a row per warp, the last CTA's second warp idle
+]
+_BENCH_SHAPES = [
+    ("bfloat16", 1, 4096),
+    ("bfloat16", 16, 4096),
+    ("bfloat16", 1, 16384),
+    ("bfloat16", 16, 8192),
+    ("bfloat16", 1024, 4096),
+    ("bfloat16", 4113, 11008),
+    ("bfloat16", 16384, 2048),
+    ("bfloat16", 16384, 4096),
+    ("bfloat16", 16384, 8192),
+    ("bfloat16", 16384, 16384),
+    ("float16", 16384, 5120),
+]
+_ABBR = {"bfloat16": "bf16", "float16": "fp16"}
+NORM_CONFIGS = [
+    {"label": f"{_ABBR[d]}_t{t}_h{h}", "dtype": d, "tokens": t, "hidden": h}
+    for d, t, h in _TEST_SHAPES
+]
+NORM_BENCH_CONFIGS = [
+    {"label": f"{_ABBR[d]}_t{t}_h{h}", "dtype": d, "tokens": t, "hidden": h}
+    for d, t, h in _BENCH_SHAPES
+]

@@ -1,0 +1,149 @@
+# This file is a TIRx port of code from FlashInfer
+# (https://github.com/flashinfer-ai/flashinfer @ fb28d7242b3506a2348265962041acc1fb56cca4),
+# Copyright (c) 2024 by FlashInfer team.
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The contract code of the four RMSNorm kernel modules, which differ only in ``weight_bias``.
+
+Upstream: ``include/flashinfer/norm.cuh`` (``RMSNormKernel`` and ``FusedAddRMSNormKernel``,
+whose ``weight_bias`` is 0 or 1) and ``flashinfer/norm/__init__.py`` (the four functions).
+
+``rmsnorm`` and ``gemma_rmsnorm`` call the ``rmsnorm_*`` functions, the two fused-add
+modules the ``fused_add_*`` ones, each from short module-level functions passing its
+``weight_bias``, its public wrapper (``norm.<name>``) and ``upstream``: the name of the
+FlashInfer function of the same semantics (``flashinfer.norm.<upstream>``), the reference
+the tests and benchmarks compare against when FlashInfer is installed.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tirx_kernels.core import testing
+
+from .. import norm
+
+EPS = norm.EPS
+
+
+def _flashinfer(upstream: str):
+    import flashinfer
+
+    return getattr(flashinfer.norm, upstream)
+
+
+def _weight(dtype: str, hidden: int, weight_bias: float):
+    # centred so that the applied weight (weight_bias + w) is about 1 +- 0.5
+    return testing.randn((hidden,), dtype, seed=hidden + 1, scale=0.5, shift=1.0 - weight_bias)
+
+
+def _torch_weight(w, weight_bias: float):
+    """The weight torch's rms_norm applies: (weight_bias + w), folded outside timing."""
+    return w if weight_bias == 0 else (weight_bias + w.float()).to(w.dtype)
+
+
+def rmsnorm_data(dtype: str, tokens: int, hidden: int, weight_bias: float) -> dict:
+    return {
+        "x": testing.randn((tokens, hidden), dtype, seed=tokens * 7 + hidden),
+        "w": _weight(dtype, hidden, weight_bias),
+    }
+
+
+def rmsnorm_reference(x, w, eps: float, weight_bias: float):
+    """fp32 torch RMSNorm (unrounded)."""
+    xf = x.float()
+    rms_rcp = torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps)
+    return xf * rms_rcp * (weight_bias + w.float())
+
+
+def rmsnorm_test(meta, wrapper, upstream: str, weight_bias: float, dtype, tokens, hidden):
+    """``wrapper(x, w)`` (the public function) against torch fp32 and FlashInfer."""
+    testing.skip_unless_gpu(meta)
+    data = rmsnorm_data(dtype, tokens, hidden, weight_bias)
+    out = wrapper(data["x"], data["w"])
+    torch.cuda.synchronize()
+    want = rmsnorm_reference(data["x"], data["w"], EPS, weight_bias)
+    testing.assert_close("vs torch fp32", out, want, **testing.dtype_tols(dtype))
+    if testing.available("flashinfer.norm"):
+        want = _flashinfer(upstream)(data["x"], data["w"], eps=EPS)
+        testing.assert_close("vs flashinfer", out, want, **testing.ulp_tols(dtype))
+
+
+def rmsnorm_bench(upstream: str, weight_bias: float, dtype, tokens, hidden, **options) -> dict:
+    """Our launch (the host's schedule) beside lazily built FlashInfer and torch launches."""
+    data = rmsnorm_data(dtype, tokens, hidden, weight_bias)
+    run = norm.launcher("rmsnorm", dtype, hidden, tokens, weight_bias)
+    x, w = data["x"], data["w"]
+    out = torch.empty_like(x)
+
+    def build_flashinfer():
+        op, o = _flashinfer(upstream), torch.empty_like(x)
+        op(x, w, eps=EPS, out=o)  # JIT outside timing
+        return lambda: op(x, w, eps=EPS, out=o)
+
+    def build_torch():
+        w1 = _torch_weight(w, weight_bias)
+        return lambda: torch.nn.functional.rms_norm(x, (hidden,), w1, EPS)
+
+    ours = lambda: run(x, w, out, EPS)  # noqa: E731
+    return testing.bench(ours, {"flashinfer": build_flashinfer, "torch": build_torch}, **options)
+
+
+def fused_add_data(dtype: str, tokens: int, hidden: int, weight_bias: float) -> dict:
+    return {
+        "x": testing.randn((tokens, hidden), dtype, seed=tokens * 7 + hidden),
+        "residual": testing.randn((tokens, hidden), dtype, seed=tokens * 11 + hidden + 3),
+        "w": _weight(dtype, hidden, weight_bias),
+    }
+
+
+def fused_add_reference(x, residual, w, eps: float, weight_bias: float):
+    """(new residual rounded to the dtype, normalized output in fp32), from fp32 torch."""
+    s = x.float() + residual.float()
+    rms_rcp = torch.rsqrt(s.square().mean(-1, keepdim=True) + eps)
+    return s.to(x.dtype), s * rms_rcp * (weight_bias + w.float())
+
+
+def fused_add_test(meta, wrapper, upstream: str, weight_bias: float, dtype, tokens, hidden):
+    """``wrapper(x, residual, w)`` (the public function, in place) against torch and FlashInfer."""
+    testing.skip_unless_gpu(meta)
+    data = fused_add_data(dtype, tokens, hidden, weight_bias)
+    want_res, want_out = fused_add_reference(**data, eps=EPS, weight_bias=weight_bias)
+    x, res = data["x"].clone(), data["residual"].clone()
+    wrapper(x, res, data["w"])
+    torch.cuda.synchronize()
+    # The new residual is one fp32 add rounded once: it must match bit for bit.
+    testing.assert_close("residual vs torch", res, want_res, rtol=0, atol=0)
+    testing.assert_close("output vs torch fp32", x, want_out, **testing.dtype_tols(dtype))
+    if testing.available("flashinfer.norm"):
+        fx, fres = data["x"].clone(), data["residual"].clone()
+        _flashinfer(upstream)(fx, fres, data["w"], eps=EPS)
+        testing.assert_close("residual vs flashinfer", res, fres, rtol=0, atol=0)
+        testing.assert_close("output vs flashinfer", x, fx, **testing.ulp_tols(dtype))
+
+
+def fused_add_bench(upstream: str, weight_bias: float, dtype, tokens, hidden, **options) -> dict:
+    """Our in-place launch beside FlashInfer's and torch's; each owns its input state."""
+    data = fused_add_data(dtype, tokens, hidden, weight_bias)
+    run = norm.launcher("fused_add_rmsnorm", dtype, hidden, tokens, weight_bias)
+    w = data["w"]
+    x0, r0 = data["x"].clone(), data["residual"].clone()
+
+    def build_flashinfer():
+        op = _flashinfer(upstream)
+        x1, r1 = data["x"].clone(), data["residual"].clone()
+        op(x1, r1, w, eps=EPS)  # JIT outside timing
+        return lambda: op(x1, r1, w, eps=EPS)
+
+    def build_torch():
+        x2, r2 = data["x"].clone(), data["residual"].clone()
+        w1 = _torch_weight(w, weight_bias)
+
+        def run_torch():
+            r2.add_(x2)
+            return torch.nn.functional.rms_norm(r2, (hidden,), w1, EPS)
+
+        return run_torch
+
+    ours = lambda: run(x0, r0, w, EPS)  # noqa: E731
+    return testing.bench(ours, {"flashinfer": build_flashinfer, "torch": build_torch}, **options)
