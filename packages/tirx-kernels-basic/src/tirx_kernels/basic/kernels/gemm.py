@@ -112,3 +112,9 @@ def run_bench(M, N, K, dtype="bfloat16", *, warmup=None, repeat=None, timer=None
 
     return testing.bench(lambda: launch(a, b, c), {"cublas": build_cublas}, warmup=warmup,
                          repeat=repeat, timer=timer, rounds=rounds, cooldown_s=cooldown_s)
+
+
+def public_calls(batch):
+    """Our gemm and torch.matmul for ``batch`` x 4096 x 4096 (per-call cost)."""
+    a, b, c = prepare_data(batch, 4096, 4096)
+    return {"tirx": lambda: gemm(a, b, out=c), "torch": lambda: torch.matmul(a, b.t())}

@@ -126,3 +126,12 @@ def run_bench(batch, hidden, dtype="bfloat16", eps=1e-6, *, warmup=None, repeat=
     references = {"torch": build_torch, "flashinfer": build_flashinfer}
     return testing.bench(lambda: launch(x, w, y), references, warmup=warmup, repeat=repeat,
                          timer=timer, rounds=rounds, cooldown_s=cooldown_s)
+
+
+def public_calls(batch):
+    """Our rmsnorm and torch's on ``batch`` rows of 4096 (per-call cost)."""
+    x, w, y = prepare_data(batch, 4096)
+    return {
+        "tirx": lambda: rmsnorm(x, w, out=y),
+        "torch": lambda: torch.nn.functional.rms_norm(x, (x.shape[-1],), w, 1e-6),
+    }

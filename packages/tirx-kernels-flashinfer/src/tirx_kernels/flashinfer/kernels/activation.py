@@ -230,3 +230,18 @@ def run_bench(
         rounds=rounds,
         cooldown_s=cooldown_s,
     )
+
+
+def public_calls(batch):
+    """Our silu_and_mul, FlashInfer's and torch's on ``batch`` rows of d = 4096."""
+    x, out = prepare_data("silu", "bfloat16", batch, 4096)
+    d = out.shape[-1]
+    calls = {
+        "tirx": lambda: silu_and_mul(x, out),
+        "torch": lambda: torch.nn.functional.silu(x[:, :d]) * x[:, d:],
+    }
+    if available("flashinfer.activation"):
+        import flashinfer.activation
+
+        calls["flashinfer"] = lambda: flashinfer.activation.silu_and_mul(x, out)
+    return calls

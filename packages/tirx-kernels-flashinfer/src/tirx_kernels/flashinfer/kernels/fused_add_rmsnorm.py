@@ -87,3 +87,21 @@ def run_bench(
         rounds=rounds,
         cooldown_s=cooldown_s,
     )
+
+
+def public_calls(batch):
+    """Our op, FlashInfer's and torch's (add then rms_norm) on ``batch`` rows of 4096."""
+    import torch
+
+    x, residual, w = prepare_data("bfloat16", batch, 4096).values()
+
+    def torch_call():
+        residual.add_(x)
+        return torch.nn.functional.rms_norm(residual, (x.shape[-1],), w, rms.EPS)
+
+    calls = {"tirx": lambda: norm.fused_add_rmsnorm(x, residual, w), "torch": torch_call}
+    if rms.testing.available("flashinfer.norm"):
+        import flashinfer.norm
+
+        calls["flashinfer"] = lambda: flashinfer.norm.fused_add_rmsnorm(x, residual, w)
+    return calls

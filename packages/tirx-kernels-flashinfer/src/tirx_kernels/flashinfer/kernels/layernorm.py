@@ -149,3 +149,18 @@ def run_bench(
         rounds=rounds,
         cooldown_s=cooldown_s,
     )
+
+
+def public_calls(batch):
+    """Our layernorm, FlashInfer's and torch's on ``batch`` rows of 4096."""
+    x, gamma, beta = prepare_data("bfloat16", batch, 4096).values()
+    g16, b16 = gamma.to(x.dtype), beta.to(x.dtype)
+    calls = {
+        "tirx": lambda: norm.layernorm(x, gamma, beta),
+        "torch": lambda: torch.nn.functional.layer_norm(x, (x.shape[-1],), g16, b16, EPS),
+    }
+    if testing.available("flashinfer.norm"):
+        import flashinfer.norm
+
+        calls["flashinfer"] = lambda: flashinfer.norm.layernorm(x, gamma, beta)
+    return calls

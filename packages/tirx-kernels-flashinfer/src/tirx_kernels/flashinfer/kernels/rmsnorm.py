@@ -83,3 +83,20 @@ def run_bench(
         rounds=rounds,
         cooldown_s=cooldown_s,
     )
+
+
+def public_calls(batch):
+    """Our op, FlashInfer's and torch's on ``batch`` rows of 4096 (per-call cost)."""
+    x, w = prepare_data("bfloat16", batch, 4096).values()
+    calls = {"tirx": lambda: norm.rmsnorm(x, w), "torch": lambda: _torch_rms_norm(x, w)}
+    if rms.testing.available("flashinfer.norm"):
+        import flashinfer.norm
+
+        calls["flashinfer"] = lambda: flashinfer.norm.rmsnorm(x, w)
+    return calls
+
+
+def _torch_rms_norm(x, w):
+    import torch
+
+    return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, rms.EPS)

@@ -338,3 +338,14 @@ def run_bench(
         rounds=rounds,
         cooldown_s=cooldown_s,
     )
+
+
+def public_calls(batch):
+    """Our apply_rope_pos_ids_inplace and FlashInfer's on ``batch`` tokens (d128, 32+8 heads)."""
+    q, k, pos = prepare_data("bfloat16", 128, 32, 8, batch)
+    calls = {"tirx": lambda: apply_rope_pos_ids_inplace(q, k, pos)}
+    if available("flashinfer.rope"):
+        import flashinfer.rope
+
+        calls["flashinfer"] = lambda: flashinfer.rope.apply_rope_pos_ids_inplace(q, k, pos)
+    return calls
