@@ -8,14 +8,19 @@
 Upstream: ``include/flashinfer/norm.cuh`` (``RMSNormKernel`` and ``FusedAddRMSNormKernel``,
 whose ``weight_bias`` is 0 or 1) and ``flashinfer/norm/__init__.py`` (the four functions).
 
-``rmsnorm`` and ``gemma_rmsnorm`` call the ``rmsnorm_*`` functions, the two fused-add
-modules the ``fused_add_*`` ones, each from short module-level functions passing its
-``weight_bias``, its public wrapper (``norm.<name>``) and ``upstream``: the name of the
-FlashInfer function of the same semantics (``flashinfer.norm.<upstream>``), the reference
-the tests and benchmarks compare against when FlashInfer is installed.
+Each module builds one :class:`Variant` (its ``KERNEL_META``, ``upstream``: the name of its
+public function ``norm.<upstream>`` and of the FlashInfer function of the same semantics,
+``flashinfer.norm.<upstream>``, the reference the tests and benchmarks compare against when
+FlashInfer is installed, and its ``weight_bias``) and keeps its contract members as short
+module-level functions calling the ``get_kernel`` .. ``public_calls`` here; those dispatch to
+the ``rmsnorm_*`` functions (``rmsnorm``, ``gemma_rmsnorm``) or the ``fused_add_*`` ones.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -147,3 +152,82 @@ def fused_add_bench(upstream: str, weight_bias: float, dtype, tokens, hidden, **
 
     ours = lambda: run(x0, r0, w, EPS)  # noqa: E731
     return testing.bench(ours, {"flashinfer": build_flashinfer, "torch": build_torch}, **options)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What tells one of the four RMSNorm kernel modules from the others."""
+
+    meta: dict
+    upstream: str  # our public function norm.<upstream>, the reference flashinfer.norm.<upstream>
+    weight_bias: float
+
+    @property
+    def wrapper(self) -> Callable[..., Any]:
+        return getattr(norm, self.upstream)
+
+    @property
+    def fused_add(self) -> bool:
+        return "fused_add" in self.upstream
+
+    @property
+    def op(self) -> str:  # the kernel norm.kernel_for / norm.launcher build
+        return "fused_add_rmsnorm" if self.fused_add else "rmsnorm"
+
+
+def get_kernel(v: Variant, dtype, hidden, tokens=None):
+    """The TIRx PrimFunc the host launches for ``tokens`` rows (``_norm_schedule.schedule``).
+
+    Tokens are dynamic; their count picks the schedule.
+    """
+    return norm.kernel_for(v.op, dtype, hidden, tokens, v.weight_bias)
+
+
+def prepare_data(v: Variant, dtype, tokens, hidden) -> dict:
+    return (fused_add_data if v.fused_add else rmsnorm_data)(dtype, tokens, hidden, v.weight_bias)
+
+
+def run_test(v: Variant, dtype, tokens, hidden) -> None:
+    """Through the public function (``v.wrapper``), vs torch and FlashInfer."""
+    test = fused_add_test if v.fused_add else rmsnorm_test
+    test(v.meta, v.wrapper, v.upstream, v.weight_bias, dtype, tokens, hidden)
+
+
+def run_bench(
+    v: Variant,
+    dtype,
+    tokens,
+    hidden,
+    *,
+    warmup=None,
+    repeat=None,
+    timer=None,
+    rounds=1,
+    cooldown_s=1.0,
+    **_,
+) -> dict:
+    bench = fused_add_bench if v.fused_add else rmsnorm_bench
+    options = dict(warmup=warmup, repeat=repeat, timer=timer, rounds=rounds, cooldown_s=cooldown_s)
+    return bench(v.upstream, v.weight_bias, dtype, tokens, hidden, **options)
+
+
+def public_calls(v: Variant, batch) -> dict:
+    """Our op, FlashInfer's and torch's (after the add, if fused) on ``batch`` rows of 4096."""
+    data = prepare_data(v, "bfloat16", batch, 4096)
+    x, w = data["x"], data["w"]
+    if v.fused_add:
+        residual = data["residual"]
+
+        def torch_call():
+            residual.add_(x)
+            return torch.nn.functional.rms_norm(residual, (x.shape[-1],), w, EPS)
+
+        args = (x, residual, w)
+    else:
+        torch_call = lambda: torch.nn.functional.rms_norm(x, (x.shape[-1],), w, EPS)  # noqa: E731
+        args = (x, w)
+    calls = {"tirx": lambda: v.wrapper(*args), "torch": torch_call}
+    if testing.available("flashinfer.norm"):
+        op = _flashinfer(v.upstream)
+        calls["flashinfer"] = lambda: op(*args)
+    return calls

@@ -44,18 +44,15 @@ BENCH_CONFIGS = NORM_BENCH_CONFIGS
 WEIGHT_BIAS = 1.0  # RMSNormKernel's weight_bias for Gemma: (1 + w)
 UPSTREAM = "gemma_rmsnorm"  # the reference: flashinfer.norm.<UPSTREAM>
 EPS = norm.EPS  # FlashInfer's default eps
+_GEMMA = rms.Variant(KERNEL_META, UPSTREAM, WEIGHT_BIAS)
 
 
 def get_kernel(dtype, hidden, tokens=None, **_):
-    """The TIRx PrimFunc the host launches for ``tokens`` rows (``_norm_schedule.schedule``).
-
-    Tokens are dynamic; their count picks the schedule.
-    """
-    return norm.kernel_for("rmsnorm", dtype, hidden, tokens, WEIGHT_BIAS)
+    return rms.get_kernel(_GEMMA, dtype, hidden, tokens)
 
 
 def prepare_data(dtype, tokens, hidden, **_):
-    return rms.rmsnorm_data(dtype, tokens, hidden, WEIGHT_BIAS)
+    return rms.prepare_data(_GEMMA, dtype, tokens, hidden)
 
 
 def reference(x, w, eps=EPS):
@@ -64,22 +61,8 @@ def reference(x, w, eps=EPS):
 
 
 def run_test(dtype, tokens, hidden, **_):
-    """Through the public function (``norm.gemma_rmsnorm``), vs torch and FlashInfer."""
-    rms.rmsnorm_test(KERNEL_META, norm.gemma_rmsnorm, UPSTREAM, WEIGHT_BIAS, dtype, tokens, hidden)
+    rms.run_test(_GEMMA, dtype, tokens, hidden)
 
 
-def run_bench(
-    dtype, tokens, hidden, *, warmup=None, repeat=None, timer=None, rounds=1, cooldown_s=1.0, **_
-):
-    return rms.rmsnorm_bench(
-        UPSTREAM,
-        WEIGHT_BIAS,
-        dtype,
-        tokens,
-        hidden,
-        warmup=warmup,
-        repeat=repeat,
-        timer=timer,
-        rounds=rounds,
-        cooldown_s=cooldown_s,
-    )
+def run_bench(dtype, tokens, hidden, **options):
+    return rms.run_bench(_GEMMA, dtype, tokens, hidden, **options)

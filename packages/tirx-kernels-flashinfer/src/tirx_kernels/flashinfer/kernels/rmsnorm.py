@@ -44,18 +44,15 @@ BENCH_CONFIGS = NORM_BENCH_CONFIGS
 WEIGHT_BIAS = 0.0  # RMSNormKernel's weight_bias for plain RMSNorm
 UPSTREAM = "rmsnorm"  # the reference: flashinfer.norm.<UPSTREAM>
 EPS = norm.EPS  # FlashInfer's default eps
+_PLAIN = rms.Variant(KERNEL_META, UPSTREAM, WEIGHT_BIAS)
 
 
 def get_kernel(dtype, hidden, tokens=None, **_):
-    """The TIRx PrimFunc the host launches for ``tokens`` rows (``_norm_schedule.schedule``).
-
-    Tokens are dynamic; their count picks the schedule.
-    """
-    return norm.kernel_for("rmsnorm", dtype, hidden, tokens, WEIGHT_BIAS)
+    return rms.get_kernel(_PLAIN, dtype, hidden, tokens)
 
 
 def prepare_data(dtype, tokens, hidden, **_):
-    return rms.rmsnorm_data(dtype, tokens, hidden, WEIGHT_BIAS)
+    return rms.prepare_data(_PLAIN, dtype, tokens, hidden)
 
 
 def reference(x, w, eps=EPS):
@@ -64,39 +61,12 @@ def reference(x, w, eps=EPS):
 
 
 def run_test(dtype, tokens, hidden, **_):
-    """Through the public function (``norm.rmsnorm``), vs torch and FlashInfer."""
-    rms.rmsnorm_test(KERNEL_META, norm.rmsnorm, UPSTREAM, WEIGHT_BIAS, dtype, tokens, hidden)
+    rms.run_test(_PLAIN, dtype, tokens, hidden)
 
 
-def run_bench(
-    dtype, tokens, hidden, *, warmup=None, repeat=None, timer=None, rounds=1, cooldown_s=1.0, **_
-):
-    return rms.rmsnorm_bench(
-        UPSTREAM,
-        WEIGHT_BIAS,
-        dtype,
-        tokens,
-        hidden,
-        warmup=warmup,
-        repeat=repeat,
-        timer=timer,
-        rounds=rounds,
-        cooldown_s=cooldown_s,
-    )
+def run_bench(dtype, tokens, hidden, **options):
+    return rms.run_bench(_PLAIN, dtype, tokens, hidden, **options)
 
 
 def public_calls(batch):
-    """Our op, FlashInfer's and torch's on ``batch`` rows of 4096 (per-call cost)."""
-    x, w = prepare_data("bfloat16", batch, 4096).values()
-    calls = {"tirx": lambda: norm.rmsnorm(x, w), "torch": lambda: _torch_rms_norm(x, w)}
-    if rms.testing.available("flashinfer.norm"):
-        import flashinfer.norm
-
-        calls["flashinfer"] = lambda: flashinfer.norm.rmsnorm(x, w)
-    return calls
-
-
-def _torch_rms_norm(x, w):
-    import torch
-
-    return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, rms.EPS)
+    return rms.public_calls(_PLAIN, batch)
