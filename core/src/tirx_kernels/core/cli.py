@@ -17,6 +17,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from .cliargs import Parser, non_negative_float, positive_float, positive_int, unwritable
 from .impls import is_ours, ratio
@@ -145,7 +146,7 @@ def cmd_plugins(registry: Registry, args) -> int:
     counts = {f.family.name: 0 for f in registry.families}
     for k in registry.kernels.values():
         counts[k.family] += 1
-    families = [
+    families: list[dict[str, Any]] = [
         {"name": f.family.name, "distribution": f.distribution, "version": f.version,
          "license": f.family.license.expression, "kernels": counts[f.family.name]}
         for f in registry.families
@@ -295,7 +296,8 @@ def cmd_bench(registry: Registry, args) -> int:
 
 def _report_bench(results: list[Result], interrupted: bool, args) -> int:
     rows = [_bench_row(r) for r in results]
-    doc = {"results": rows, "summary": _summary(results), "interrupted": interrupted}
+    doc: dict[str, Any] = {"results": rows, "summary": _summary(results),
+                           "interrupted": interrupted}
     if args.json:
         text = json.dumps(doc, indent=2)
     else:
@@ -306,7 +308,7 @@ def _report_bench(results: list[Result], interrupted: bool, args) -> int:
 
 
 def _bench_row(r: Result) -> dict:
-    row = {"kernel": r.kernel, "config": r.label, "status": r.status}
+    row: dict[str, Any] = {"kernel": r.kernel, "config": r.label, "status": r.status}
     if r.bench:
         impls = r.bench.get("impls", {})
         row.update(impls_us=impls, errors=r.bench.get("errors", {}),

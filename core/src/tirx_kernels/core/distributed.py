@@ -29,6 +29,7 @@ import time
 import traceback
 import unittest
 from pathlib import Path
+from typing import Any
 
 from .lifeline import child_env, die_with_parent
 
@@ -87,8 +88,8 @@ def launch(module: str, config: dict, action: str, world_size: int, *, options=N
     Raises what the failing rank raised (AssertionError, unittest.SkipTest) with
     ``rank R:`` in front, or :class:`RankError` for an error or a crash.
     """
-    with tempfile.TemporaryDirectory(prefix="tirx-ranks-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="tirx-ranks-") as tmp_name:
+        tmp = Path(tmp_name)
         request = tmp / "request.json"
         request.write_text(json.dumps({"module": module, "config": config, "action": action,
                                        "options": options or {}, "backend": backend}))
@@ -166,7 +167,7 @@ def init_rank(backend: str = "nccl"):
     import torch.distributed as dist
 
     local = int(os.environ["LOCAL_RANK"])
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     if backend == "nccl":
         torch.cuda.set_device(local)
         kwargs["device_id"] = torch.device("cuda", local)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import unittest
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 _OURS = re.compile(r"^(tirx|tir)(_\w+)?$")
 
@@ -30,7 +30,7 @@ def ratio(impls: dict[str, float]) -> float | None:
     return min(refs.values()) / min(ours.values())
 
 
-def guard_references(references: dict[str, Callable]) -> tuple[dict[str, Callable], dict]:
+def guard_references(references: Mapping[str, Callable]) -> tuple[dict[str, Callable], dict]:
     """Wrap reference builders so a missing optional package skips that reference.
 
     A builder raising ``unittest.SkipTest`` or ``ImportError`` returns None instead (the

@@ -100,6 +100,7 @@ class ChildRun:
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            assert timeout is not None  # only a timed wait expires
             return self.expire(timeout)
         return self.collect()
 

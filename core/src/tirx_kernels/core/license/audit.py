@@ -35,6 +35,7 @@ APACHE_END = "END OF TERMS AND CONDITIONS"
 
 def own_python_files(dist: Distribution, repo: Repo, dists: list[Distribution]) -> list[str]:
     """The repo's .py files under the distribution root and under no deeper root."""
+    assert dist.root is not None  # a source tree
     deeper = [d.root for d in dists if d.root and dist.root and d.root != dist.root
               and dist.root in d.root.parents]
     out = []
@@ -88,6 +89,7 @@ def _rel(path: Path, repo: Repo) -> str:
 
 def _check_pyproject(dist: Distribution, repo: Repo, dists: list[Distribution]):
     out: list[Finding] = []
+    assert dist.root is not None  # a source tree
     where = _rel(dist.root / "pyproject.toml", repo)
     try:
         project = read_pyproject(dist.root).get("project", {})
@@ -184,7 +186,7 @@ def audit_root(dists: list[Distribution], repo: Repo) -> list[Finding]:
                 out.append(Finding("root-license-map", ROOT_LICENSE, f"the map entry of "
                                    f"{dist.name} misses {', '.join(missing)}", want,
                                    normalize_entry(entry)))
-        for rel, o in dist.policy.overrides.items():
+        for rel, o in dist.loaded_policy.overrides.items():
             path = f"{dist.package_path}/{rel}"
             entry = _entry(paragraphs, path)
             if entry is None or not all(t in entry for t in terms(o.spdx)):
@@ -198,9 +200,9 @@ def audit_root(dists: list[Distribution], repo: Repo) -> list[Finding]:
                                    "(not mentioned)"))
             texts = {}
             for rel in up.texts:
-                path = repo.root / rel
-                if path.is_file():
-                    texts[rel] = path.read_text(errors="replace")
+                text_path = repo.root / rel
+                if text_path.is_file():
+                    texts[rel] = text_path.read_text(errors="replace")
                 else:
                     out.append(Finding("root-file-missing", rel, f"verbatim {up.project} "
                                        "license text missing", rel, "(missing)"))

@@ -85,7 +85,9 @@ def python_file_count(d: Distribution, repo: Repo | None, every) -> int:
     if d.kind == "broken":
         return 0
     if d.root is not None:
-        return len(own_python_files(d, d.home or repo, every))
+        home = d.home or repo
+        assert home is not None  # a source tree is read inside a repository
+        return len(own_python_files(d, home, every))
     return len(installed_python_files(d))
 
 
@@ -94,9 +96,10 @@ def _describe(d: Distribution, repo: Repo | None, every) -> dict:
            "source": d.source(repo), "root": str(d.root) if d.root else None}
     if d.kind == "broken":
         return row | {"error": d.error}
-    up = d.policy.upstream
-    return row | {"expression": d.policy.expression, "expected": expected_expression(d, every),
-                  "copyright_holder": d.policy.copyright_holder,
+    policy = d.loaded_policy
+    up = policy.upstream
+    return row | {"expression": policy.expression, "expected": expected_expression(d, every),
+                  "copyright_holder": policy.copyright_holder,
                   "upstream": up.url if up else None, "license_files": required_files(d),
                   "python_files": python_file_count(d, repo, every)}
 

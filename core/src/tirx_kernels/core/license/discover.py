@@ -32,10 +32,10 @@ from ..family import LicensePolicy
 from ..plugins import ENTRY_POINT_GROUP, ENV_ONLY, ENV_SKIP, load_families
 from .findings import Finding
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ImportError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # Python 3.10
+    import tomli as tomllib
 
 CORE_DISTRIBUTION = "tirx-kernels-core"
 CORE_PACKAGE = "tirx_kernels.core"
@@ -131,6 +131,12 @@ class Distribution:
     home: Repo | None = None  # the repository holding the source tree (root-file rules)
     error: str | None = None  # kind "broken": why the family failed to load
     version: str | None = None
+
+    @property
+    def loaded_policy(self) -> LicensePolicy:
+        """``policy`` of a distribution that has one (every kind but "broken")."""
+        assert self.policy is not None, f"{self.name}: no license policy ({self.kind})"
+        return self.policy
 
     def source(self, repo: Repo | None = None) -> str:
         """Where the audit reads this distribution from, in words."""

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.metadata
+import os
 from email.parser import HeaderParser
 from pathlib import Path
+from typing import cast
 
 from .discover import Distribution
 from .findings import Finding
@@ -25,6 +28,12 @@ from .spdx import terms
 
 # Same bound as a wheel member: no license or source file comes near it.
 MAX_FILE_BYTES = 16 << 20
+
+
+def locate(inst: importlib.metadata.Distribution, rel: str) -> Path:
+    """``inst.locate_file(rel)`` as a Path (typeshed types it as a bare ``SimplePath``; an
+    installed distribution's is a filesystem path)."""
+    return Path(cast("os.PathLike[str]", inst.locate_file(rel)))
 
 
 def _read(path: Path, out: list[Finding]) -> bytes | None:
@@ -60,6 +69,7 @@ def python_files(dist: Distribution) -> list[str]:
 
 def audit_installed(dist: Distribution, every: list[Distribution]) -> list[Finding]:
     inst = dist.installed
+    assert inst is not None  # audited from what pip installed
     out: list[Finding] = []
     where = str(dist.plugin_file or inst.locate_file(""))
     out += check_policy(dist, where)
@@ -70,19 +80,20 @@ def audit_installed(dist: Distribution, every: list[Distribution]) -> list[Findi
         return out + [Finding("installed-record", str(inst.locate_file("")), f"{dist.name} "
                               "has no RECORD listing its METADATA: its files cannot be "
                               "audited; reinstall it with pip")]
-    meta_path = Path(inst.locate_file(f"{info}/METADATA"))
+    meta_path = locate(inst, f"{info}/METADATA")
     raw = _read(meta_path, out)
     if raw is None:
         return out
     meta = HeaderParser().parsestr(raw.decode("utf-8", "replace"))
-    want = dist.policy.expression if dist.kind != "other" else expected_expression(dist, every)
+    want = (dist.loaded_policy.expression if dist.kind != "other"
+            else expected_expression(dist, every))
     out += check_metadata(meta, want, str(meta_path), ("metadata",
                                                         "metadata-license-expression"))
     listed = meta.get_all("License-File") or []
     texts: dict[str, str] = {}
     for rel in sorted(set(listed) | set(required_files(dist))):
         member = f"{info}/licenses/{rel}"
-        path = Path(inst.locate_file(member))
+        path = locate(inst, member)
         if rel not in listed:
             out.append(Finding("license-file-missing", str(meta_path), "a required "
                                "license/notice file is not a License-File", rel,
@@ -108,7 +119,7 @@ def audit_installed(dist: Distribution, every: list[Distribution]) -> list[Findi
     out += check_texts(terms(want), texts, str(meta_path.parent / "licenses"))
     prefix = dist.package_path + "/" if dist.package_path else None
     for rel in python_files(dist):
-        path = Path(inst.locate_file(rel))
+        path = locate(inst, rel)
         data = _read(path, out)
         if data is None:
             continue

@@ -7,6 +7,7 @@ files and texts, and the policy's own consistency."""
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Sequence
 
 from ..family import Upstream
 from .discover import Distribution
@@ -17,12 +18,13 @@ from .spdx import FINGERPRINTS, NATIVE_SPDX, invalid, join, terms
 
 def rule_for(dist: Distribution, rel_to_package: str | None) -> FileRule:
     """The header rule of a file (path relative to the package dir; None: outside it)."""
-    policy = dist.policy
+    policy = dist.loaded_policy
     label = dist.family or dist.name
     holder = policy.copyright_holder
     if rel_to_package is None:  # tests, tools: native, or a complete port header
         if policy.native:
             return FileRule("native", why=f"{label}: native distribution", holder=holder)
+        assert policy.upstream is not None  # not native
         return FileRule("either", join(NATIVE_SPDX, policy.upstream.spdx), policy.upstream,
                         why=f"{label}: file outside the package", holder=holder)
     override = policy.overrides.get(rel_to_package)
@@ -34,13 +36,15 @@ def rule_for(dist: Distribution, rel_to_package: str | None) -> FileRule:
         return FileRule("native", why=f"{label}: native family", holder=holder)
     if any(fnmatch.fnmatchcase(rel_to_package, pat) for pat in policy.native_files):
         return FileRule("native", why=f"{label}: listed in native_files", holder=holder)
+    assert policy.upstream is not None  # not native
     return FileRule("port", join(NATIVE_SPDX, policy.upstream.spdx), policy.upstream,
                     why=f"{label}: port of {policy.upstream.project}", holder=holder)
 
 
 def upstreams(dist: Distribution) -> list[Upstream]:
-    ups = [dist.policy.upstream] if dist.policy.upstream else []
-    for o in dist.policy.overrides.values():
+    policy = dist.loaded_policy
+    ups = [policy.upstream] if policy.upstream else []
+    for o in policy.overrides.values():
         if o.upstream is not None and o.upstream not in ups:
             ups.append(o.upstream)
     return ups
@@ -48,16 +52,16 @@ def upstreams(dist: Distribution) -> list[Upstream]:
 
 def required_files(dist: Distribution) -> list[str]:
     """Files the distribution ships: policy license files plus its upstreams' texts."""
-    out = list(dist.policy.license_files)
+    out = list(dist.loaded_policy.license_files)
     for up in upstreams(dist):
         out += [t for t in up.texts if t not in out]
     return out
 
 
-def expected_expression(dist: Distribution, dists: list[Distribution] = ()) -> str:
+def expected_expression(dist: Distribution, dists: Sequence[Distribution] = ()) -> str:
     """The union of the terms of every file the distribution can hold and every upstream."""
     exprs = [NATIVE_SPDX] + [up.spdx for up in upstreams(dist)]
-    exprs += [o.spdx for o in dist.policy.overrides.values()]
+    exprs += [o.spdx for o in dist.loaded_policy.overrides.values()]
     if dist.kind == "other":  # a meta-distribution: the union of what it installs
         by_name = {d.name: d for d in dists}
         exprs += [expected_expression(by_name[n], dists) for n in dist.dependencies
@@ -67,7 +71,7 @@ def expected_expression(dist: Distribution, dists: list[Distribution] = ()) -> s
 
 def check_policy(dist: Distribution, where: str) -> list[Finding]:
     out = []
-    policy = dist.policy
+    policy = dist.loaded_policy
     for label, expr in [("expression", policy.expression)] + \
             [(f"upstream {up.project}", up.spdx) for up in upstreams(dist)] + \
             [(f"override {rel}", o.spdx) for rel, o in policy.overrides.items()]:

@@ -18,11 +18,11 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 
 from .audit import own_python_files
 from .discover import Distribution, Repo
 from .headers import header_block
+from .installed import locate
 from .installed import python_files as installed_python_files
 from .policy import expected_expression, rule_for
 from .spdx import LICENSE_TAG, parse
@@ -47,6 +47,7 @@ def _files(dist: Distribution, repo: Repo | None, every) -> list[PortedFile]:
     out = []
     if dist.root is not None:
         home = dist.home or repo
+        assert home is not None  # a source tree is read inside a repository
         for rel in own_python_files(dist, home, every):
             path = (home.root / rel).resolve()
             inside = None
@@ -58,7 +59,7 @@ def _files(dist: Distribution, repo: Repo | None, every) -> list[PortedFile]:
         prefix = f"{dist.package_path}/" if dist.package_path else None
         for rel in installed_python_files(dist):
             inside = rel[len(prefix):] if prefix and rel.startswith(prefix) else None
-            out.append(PortedFile(rel, Path(dist.installed.locate_file(rel)).read_bytes(),
+            out.append(PortedFile(rel, locate(dist.installed, rel).read_bytes(),
                                   inside))
     return out
 
@@ -164,17 +165,17 @@ def build_document(dists: list[Distribution], repo: Repo | None, every, tool_ver
         packages.append(Package(
             pid, dist.name, SpdxNoAssertion(), version=dist.version,
             files_analyzed=bool(ported),
-            license_declared=parse(dist.policy.expression if dist.kind != "other"
+            license_declared=parse(dist.loaded_policy.expression if dist.kind != "other"
                                    else expected_expression(dist, every)),
             license_concluded=parse(expected_expression(dist, every)),
-            copyright_text=f"Copyright {dist.policy.copyright_holder}",
+            copyright_text=f"Copyright {dist.loaded_policy.copyright_holder}",
             external_references=[ExternalPackageRef(
                 ExternalPackageRefCategory.PACKAGE_MANAGER, "purl",
                 f"pkg:pypi/{dist.name}@{version}")],
             comment=f"read from: {dist.source(repo)}" + (
                 "; files lists only the ported files" if ported else "")))
         relationships.append(Relationship(doc_id, RelationshipType.DESCRIBES, pid))
-        up = dist.policy.upstream
+        up = dist.loaded_policy.upstream
         if up is not None and up.commit:
             relationships.append(Relationship(
                 pid, RelationshipType.DESCENDANT_OF, upstream_package(up, up.commit),

@@ -19,6 +19,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from ..family import FileOverride, LicensePolicy, Upstream
 from .audit import audit
@@ -159,7 +160,11 @@ def install_wheel(wheel: Path, site: Path) -> Path:
     return site / info
 
 
-def _edit(rel: str, old: str, new: str) -> Callable[[Path], None]:
+# Changes the tree (or the install) under the given root; its return value is ignored.
+Mutation = Callable[[Path], object]
+
+
+def _edit(rel: str, old: str, new: str) -> Mutation:
     def apply(root: Path) -> None:
         path = root / rel
         text = path.read_text()
@@ -169,15 +174,15 @@ def _edit(rel: str, old: str, new: str) -> Callable[[Path], None]:
     return apply
 
 
-def _delete(rel: str) -> Callable[[Path], None]:
+def _delete(rel: str) -> Mutation:
     return lambda root: (root / rel).unlink()
 
 
-def _append(rel: str, text: str) -> Callable[[Path], None]:
+def _append(rel: str, text: str) -> Mutation:
     return lambda root: (root / rel).write_text((root / rel).read_text() + text)
 
 
-def _write(rel: str, text: str) -> Callable[[Path], None]:
+def _write(rel: str, text: str) -> Mutation:
     return lambda root: (root / rel).write_text(text)
 
 
@@ -191,10 +196,10 @@ T = "packages/demo/tests/test_gemm.py"
 class Case:
     name: str
     expect: str | None  # the rule that must fire; None: must pass clean
-    mutate: Callable[[Path], None] | None = None
+    mutate: Mutation | None = None
     wheel: dict | None = None  # build_wheel options: audit a wheel instead of the tree
     # audit the wheel installed (unpacked with a RECORD); the function breaks the install
-    installed: Callable[[Path], None] | None = None
+    installed: Mutation | None = None
     policy: LicensePolicy | None = None  # replaces the demo family's policy
 
 
@@ -313,7 +318,7 @@ def run_case(case: Case, work: Path) -> list[Finding]:
 
 
 def run_self_test(as_json: bool = False) -> int:
-    results = []
+    results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tirx-license-selftest-") as tmp:
         for i, case in enumerate(CASES):
             work = Path(tmp) / str(i)

@@ -29,9 +29,10 @@ def make_tile_kernel(n: int = 128, k: int = 64, mode: Swizzle = Swizzle.B128,
     ka = [kstep_offset(i, rows=64, elem_bytes=2, mode=mode) for i in range(k // 16)]
     kb = [kstep_offset(i, rows=n, elem_bytes=2, mode=mode) for i in range(k // 16)]
 
+    # TIRx script: the parameter annotations are buffer specs (calls), not Python types.
     @T.function
-    def tile_gemm(A: T.Tensor((64, k), dtype, align=16), B: T.Tensor((n, k), dtype, align=16),
-                  C: T.Tensor((64, n), dtype, align=16)):
+    def tile_gemm(A: T.Tensor((64, k), dtype, align=16), B: T.Tensor((n, k), dtype, align=16),  # type: ignore[valid-type]
+                  C: T.Tensor((64, n), dtype, align=16)):  # type: ignore[valid-type]
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128, dynamic_smem_bytes=b_off
                                                   + b_bytes))
         tid = T.cuda.thread_idx("x")

@@ -131,8 +131,8 @@ def promote(run: dict, root: Path, *, merge: bool = False, force: bool = False,
         raise PromotionRefused(reasons)
     by_model: dict[str, list[dict]] = {}
     for r in run["rows"]:
-        if r["status"] == PASS and r.get("impls_us") and row_model(r):
-            by_model.setdefault(row_model(r), []).append(r)
+        if r["status"] == PASS and r.get("impls_us") and (model := row_model(r)):
+            by_model.setdefault(model, []).append(r)
     if not by_model:
         raise PromotionRefused(["the run has no measured PASS row to promote"])
     git = run["provenance"].get("git") or {}
@@ -216,11 +216,13 @@ def compare(run: dict, root: Path, *, threshold: float | None = None) -> dict:
     """Each measured row of ``run`` against the baseline of its GPU model."""
     baselines: dict[str, dict | None] = {}
     paths: dict[str, str | None] = {}
-    out_rows, noises = [], []
+    out_rows: list[dict] = []
+    noises: list[float] = []
     for r in run["rows"]:
         if r["status"] != PASS or not r.get("impls_us"):
             continue
         model = row_model(r)
+        assert model is not None, "a measured PASS row names its GPU model"
         if model not in baselines:
             path = baseline_path(root, model)
             baselines[model] = load(path)

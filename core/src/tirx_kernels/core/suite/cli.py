@@ -172,6 +172,7 @@ def main(argv=None, *, backend: Backend | None = None) -> int:
     try:
         args = (_run_parser() if cmd == "run" else _file_parser(cmd)).parse_args(argv)
     except SystemExit as e:  # a usage error (one line printed) or --help
+        assert isinstance(e.code, int)  # argparse exits with 2 (usage) or 0 (--help)
         return e.code
     backend = backend or Backend()
     # a kill or a closed terminal acts as Ctrl-C (a run defers them: StopSignals)

@@ -61,7 +61,7 @@ def versions(extra_distributions=()) -> dict[str, str | None]:
     """Installed version of each tracked distribution and each family's (None: missing)."""
     from importlib import metadata
 
-    out = {}
+    out: dict[str, str | None] = {}
     for name in (*TRACKED_DISTRIBUTIONS, *extra_distributions):
         try:
             out[name] = metadata.version(name)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..impls import is_ours
 from ..runner import ERROR as CHILD_ERROR
@@ -106,10 +107,19 @@ class _Job:
     attempts: list[Attempt] = field(default_factory=list)
 
 
+class Handle(Protocol):
+    """A started workload, as ``executor.start`` returns it (``runner.ChildRun``)."""
+
+    def poll(self) -> bool: ...
+    def kill(self) -> None: ...
+    def collect(self) -> Result: ...
+    def expire(self, timeout: float) -> Result: ...
+
+
 @dataclass
 class _Running:
     job: _Job
-    handle: object
+    handle: Handle
     gpus: list
     started: float
     key: tuple
@@ -117,9 +127,10 @@ class _Running:
 
 class Scheduler:
     def __init__(self, executor, pool, monitor, *, timeout_s: float, max_retries: int = 3,
-                 retry_delay_s: float = 10.0, keep_going: bool = False, events: Events = None,
-                 no_gpu_reason: str = "no GPU found", clock=time.monotonic, sleep=time.sleep,
-                 poll_s: float = 0.1, stop_check=lambda: None):
+                 retry_delay_s: float = 10.0, keep_going: bool = False,
+                 events: Events | None = None, no_gpu_reason: str = "no GPU found",
+                 clock=time.monotonic, sleep=time.sleep, poll_s: float = 0.1,
+                 stop_check=lambda: None):
         self.executor, self.pool, self.monitor = executor, pool, monitor
         self.timeout_s, self.max_retries, self.retry_delay_s = timeout_s, max_retries, \
             retry_delay_s
