@@ -68,17 +68,22 @@ def main() -> None:
             path = Path(tmp, rel)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-        env = dict(os.environ, TIRX_KERNELS_FAMILIES="noopfam",
-                   PYTHONPATH=tmp + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env = dict(
+            os.environ,
+            TIRX_KERNELS_FAMILIES="noopfam",
+            PYTHONPATH=tmp + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        )
         total = wall(cli + ["test", "--kernel", "noop"], env=env)
         out["test_overhead_per_config_s"] = total / 10
 
-    listing = json.loads(subprocess.run(cli + ["list", "--format", "json"], check=True,
-                                        capture_output=True, text=True).stdout)
+    listing = json.loads(
+        subprocess.run(
+            cli + ["list", "--format", "json"], check=True, capture_output=True, text=True
+        ).stdout
+    )
     kernel = next(k for k in listing if k["name"] == args.kernel)
     label = kernel["configs"][0]
-    out["compile_only_config_s"] = wall(cli + ["test", "--kernel", args.kernel,
-                                               "--config", label])
+    out["compile_only_config_s"] = wall(cli + ["test", "--kernel", args.kernel, "--config", label])
     out["compile_only_config"] = f"{args.kernel} {label}"
     print(json.dumps(out, indent=2))
 

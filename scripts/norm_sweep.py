@@ -131,7 +131,7 @@ def parse_variant(spec: str) -> tuple[str, dict, bool]:
         raise ValueError(
             f"--variant {spec!r}: expected NAME=JSON with a JSON object of make_* keywords, "
             'e.g. r2=\'{"vecs_per_thread": 4, "rows_per_cta": 2}\' or, over the host\'s '
-            'schedule, lean=\'+{"lean": true}\''
+            "schedule, lean='+{\"lean\": true}'"
         )
     return name, sched, on_host
 
@@ -185,8 +185,17 @@ def variants_of(norm_schedule, kind, hidden, k0, full, host, probes=()):
 
 
 def sweep_shape(
-    torch, toolchain, norm_schedule, norm, kind, tokens, hidden, full, print_line,
-    probes=(), rounds=1,
+    torch,
+    toolchain,
+    norm_schedule,
+    norm,
+    kind,
+    tokens,
+    hidden,
+    full,
+    print_line,
+    probes=(),
+    rounds=1,
 ):
     """``norm_schedule``: the plans and host schedules; ``norm``: the op module (launcher)."""
     from tirx_kernels.core import testing
@@ -322,8 +331,17 @@ def main(argv=None) -> int:
                 continue
             try:
                 rows = sweep_shape(
-                    torch, toolchain, _norm_schedule, norm, kind, tokens, hidden, args.full,
-                    print_line, probes=probes, rounds=args.rounds,
+                    torch,
+                    toolchain,
+                    _norm_schedule,
+                    norm,
+                    kind,
+                    tokens,
+                    hidden,
+                    args.full,
+                    print_line,
+                    probes=probes,
+                    rounds=args.rounds,
                 )
                 results["rows"].extend(rows)
             except Exception as e:  # one shape failing must not end the sweep

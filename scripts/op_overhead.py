@@ -48,8 +48,11 @@ def main(argv=None) -> int:
     for name, batch, measured in rows(kernels, args.batch):
         for impl, row in measured.items():
             results.append({"kernel": name, "batch": batch, "impl": impl, **row})
-            print(f"| {name} | {batch} | {impl} | {fmt(row['eager_host_us'])} | "
-                  f"{fmt(row['graph_replay_us'])} | {row['error'] or ''} |", flush=True)
+            print(
+                f"| {name} | {batch} | {impl} | {fmt(row['eager_host_us'])} | "
+                f"{fmt(row['graph_replay_us'])} | {row['error'] or ''} |",
+                flush=True,
+            )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

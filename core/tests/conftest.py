@@ -21,10 +21,9 @@ from pathlib import Path
 import pytest
 
 # split so this file carries one SPDX tag (its own), as the license audit and reuse require
-HEADER = ("# SPDX-" "License-Identifier: Apache-2.0\n"
-          "# SPDX-FileCopyrightText: Copyright TIRx authors\n")
+HEADER = "# SPDX-License-Identifier: Apache-2.0\n# SPDX-FileCopyrightText: Copyright TIRx authors\n"
 
-PLUGIN = '''
+PLUGIN = """
 from pathlib import Path
 from tirx_kernels.core import Family, LicensePolicy, hookimpl
 
@@ -47,10 +46,10 @@ def tirx_kernels_register_kernels(register):
 def tirx_kernels_suite_configs(register):
     for path in sorted(Path(__file__).parent.glob("*.yaml")):
         register(path)
-'''
+"""
 
 # A protocol hook driven by the config's "mode": lets CPU tests exercise every status.
-FAKE_PROTOCOL = '''
+FAKE_PROTOCOL = """
 
 @hookimpl
 def tirx_kernels_run_test(config):
@@ -76,25 +75,31 @@ def tirx_kernels_run_test(config):
 def tirx_kernels_run_bench(config, options):
     return {"impls": {"tirx": 10.0, "torch": 15.0}, "round_samples": {}, "errors": {},
             "timer": options.get("timer", "proton"), "options": options}
-'''
+"""
 
 
-def kernel_source(name, category, configs='[{"label": "a", "mode": "pass"}]', cc=9,
-                  archs='["sm_90a"]', body=""):
-    return HEADER + textwrap.dedent(f'''
+def kernel_source(
+    name, category, configs='[{"label": "a", "mode": "pass"}]', cc=9, archs='["sm_90a"]', body=""
+):
+    return (
+        HEADER
+        + textwrap.dedent(f"""
         KERNEL_META = {{"name": {name!r}, "category": {category!r},
                        "compute_capability": {cc}, "archs": {archs}}}
         CONFIGS = {configs}
-        ''') + textwrap.dedent(body) + PROTOCOL_MEMBERS
+        """)
+        + textwrap.dedent(body)
+        + PROTOCOL_MEMBERS
+    )
 
 
 # The rest of the kernel-module protocol, for fake modules whose body does not define it.
-PROTOCOL_MEMBERS = '''
+PROTOCOL_MEMBERS = """
 if "PUBLIC_OPS" not in globals():
     PUBLIC_OPS = ()
 for _name in ("get_kernel", "prepare_data", "run_test"):
     globals().setdefault(_name, lambda **config: None)
-'''
+"""
 
 
 class FakeSite:
@@ -107,21 +112,30 @@ class FakeSite:
         monkeypatch.delenv("TIRX_KERNELS_STRICT", raising=False)
         monkeypatch.delenv("TIRX_KERNELS_DISABLE", raising=False)
 
-    def family(self, name, kernels: dict[str, str] | None = None, *, category=None,
-               protocol=True, plugin=None, dist=None, files: dict[str, str] | None = None,
-               package=None):
+    def family(
+        self,
+        name,
+        kernels: dict[str, str] | None = None,
+        *,
+        category=None,
+        protocol=True,
+        plugin=None,
+        dist=None,
+        files: dict[str, str] | None = None,
+        package=None,
+    ):
         """Install fake family ``name`` with kernel modules {module_name: source}, as the
         import package ``package`` (default ``fake_<name>``) of distribution ``dist``."""
         category = category or name
-        kernels = kernels if kernels is not None else {
-            "kern": kernel_source(f"{name}_kern", category)}
+        kernels = (
+            kernels if kernels is not None else {"kern": kernel_source(f"{name}_kern", category)}
+        )
         package = package or f"fake_{name}"
         pkg = self.root / package
         pkg.mkdir()
         (pkg / "__init__.py").write_text(HEADER)
         if plugin is None:
-            plugin = HEADER + PLUGIN.format(kernels=tuple(kernels), name=name,
-                                            category=category)
+            plugin = HEADER + PLUGIN.format(kernels=tuple(kernels), name=name, category=category)
             plugin += FAKE_PROTOCOL if protocol else ""
         (pkg / "plugin.py").write_text(plugin)
         for mod, src in kernels.items():
@@ -132,8 +146,7 @@ class FakeSite:
         info = self.root / f"{dist.replace('-', '_')}-1.0.dist-info"
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
-        (info / "entry_points.txt").write_text(
-            f"[tirx_kernels]\n{name} = {package}.plugin\n")
+        (info / "entry_points.txt").write_text(f"[tirx_kernels]\n{name} = {package}.plugin\n")
         self.names.append(name)
         self.monkeypatch.setenv("TIRX_KERNELS_FAMILIES", ",".join(dict.fromkeys(self.names)))
         importlib.invalidate_caches()

@@ -39,7 +39,8 @@ def write_acme(root: Path, plugin_body: str | None = None) -> Path:
     """``tirx-kernels-acme`` in its own git repository, as a third party writes it."""
     pkg = root / "src/tirx_kernels/acme"
     pkg.mkdir(parents=True)
-    (root / "pyproject.toml").write_text(textwrap.dedent('''\
+    (root / "pyproject.toml").write_text(
+        textwrap.dedent("""\
         [build-system]
         requires = ["hatchling>=1.27"]
         build-backend = "hatchling.build"
@@ -57,12 +58,17 @@ def write_acme(root: Path, plugin_body: str | None = None) -> Path:
         [tool.hatch.build.targets.wheel]
         only-include = ["src/tirx_kernels/acme"]
         sources = ["src"]
-        '''))
+        """)
+    )
     (root / "LICENSE").write_text(apache_text())
     (root / "NOTICE").write_text(f"tirx-kernels-acme\nCopyright {ACME_HOLDER}\n")
     (pkg / "__init__.py").write_text(acme_header() + '"""Acme kernels."""\n')
     (pkg / "rms.py").write_text(acme_header() + '"""An Acme kernel."""\n\nSCALE = 2\n')
-    (pkg / "plugin.py").write_text(acme_header() + (plugin_body or textwrap.dedent('''\
+    (pkg / "plugin.py").write_text(
+        acme_header()
+        + (
+            plugin_body
+            or textwrap.dedent('''\
         """The acme family."""
 
         from tirx_kernels.core import Family, LicensePolicy, hookimpl
@@ -73,7 +79,9 @@ def write_acme(root: Path, plugin_body: str | None = None) -> Path:
             return Family(name="acme", category="acme", package=__package__,
                           license=LicensePolicy(expression="Apache-2.0",
                                                 copyright_holder="Acme Corp"))
-        ''')))
+        ''')
+        )
+    )
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
     subprocess.run(git + ["init", "-q"], cwd=root, check=True)
     subprocess.run(git + ["add", "-A"], cwd=root, check=True)
@@ -83,8 +91,12 @@ def write_acme(root: Path, plugin_body: str | None = None) -> Path:
 
 def build_wheel(project: Path, out: Path) -> Path:
     target = (out / project.name).resolve()
-    subprocess.run([sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d",
-                    str(target)], cwd=project, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(target)],
+        cwd=project,
+        check=True,
+        capture_output=True,
+    )
     [wheel] = target.glob("*.whl")
     return wheel
 
@@ -93,12 +105,31 @@ def make_venv(where: Path, wheels: list[Path]) -> Path:
     """A fresh venv with ``wheels`` pip-installed (no index, no dependencies resolved)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
     python = where / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
-                    "--no-deps", "--no-index", "--disable-pip-version-check",
-                    *map(str, wheels)], check=True, capture_output=True)
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; "
-                                "print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--disable-pip-version-check",
+            *map(str, wheels),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     for name in dependency_closure(CLI_DEPENDENCIES):
         dist = importlib.metadata.distribution(name)
         for f in dist.files or ():
@@ -130,8 +161,16 @@ def dependency_closure(names) -> list[str]:
 
 
 def run_cli(venv: Path, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "TIRX_KERNELS_FAMILIES",
-                        "TIRX_KERNELS_DISABLE")}
-    return subprocess.run([str(venv / "bin" / "tirx-license"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "TIRX_KERNELS_FAMILIES", "TIRX_KERNELS_DISABLE")
+    }
+    return subprocess.run(
+        [str(venv / "bin" / "tirx-license"), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )

@@ -17,8 +17,12 @@ CONFIGS = repr([{"label": m, "mode": m} for m in MODES])
 
 
 def tirx_run(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "tirx_kernels.core.cli", *args],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "tirx_kernels.core.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
@@ -32,12 +36,18 @@ def test_every_status_and_its_exit_code(modes_family):
     assert p.returncode == 1, p.stderr
     results = {r["label"]: r for r in json.loads(p.stdout)["results"]}
     assert {k: r["status"] for k, r in results.items()} == {
-        "pass": "PASS", "fail": "FAIL", "skip": "SKIP", "error": "ERROR", "crash": "ERROR",
-        "hang": "TIMEOUT"}
+        "pass": "PASS",
+        "fail": "FAIL",
+        "skip": "SKIP",
+        "error": "ERROR",
+        "crash": "ERROR",
+        "hang": "TIMEOUT",
+    }
     assert "max abs error 0.5" in results["fail"]["detail"]
     assert "no fake GPU" in results["skip"]["detail"]
-    assert "SIGSEGV" in results["crash"]["detail"] and "about to crash" in results["crash"][
-        "detail"]
+    assert (
+        "SIGSEGV" in results["crash"]["detail"] and "about to crash" in results["crash"]["detail"]
+    )
     assert "no result after 5 s" in results["hang"]["detail"]
     assert results["hang"]["seconds"] < 30
     summary = json.loads(p.stdout)["summary"]
@@ -51,17 +61,22 @@ def test_exit_zero_when_nothing_failed(modes_family):
     assert "2 config(s): 1 PASS, 1 SKIP" in p.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["test", "--kernel", "nope"], "no kernel 'nope'; installed kernels: alpha_kern"),
-    (["test", "--kernel", "alpha_kern", "--config", "zzz"], "available: pass, fail"),
-    (["test", "--config", "pass"], "--config needs exactly one --kernel"),
-    (["test", "--family", "nope"], "no family 'nope'; installed families: alpha"),
-    (["list", "--family", "nope"], "no family 'nope'"),
-    (["test", "--kernel", "alpha_kren"], "no kernel 'alpha_kren' (did you mean 'alpha_kern'?)"),
-    (["test", "--family", "alhpa"], "no family 'alhpa' (did you mean 'alpha'?)"),
-    (["test", "--kernel", "alpha_kern", "--config", "pas"],
-     "no config 'pas' in its CONFIGS (did you mean 'pass'?); available: pass, fail"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["test", "--kernel", "nope"], "no kernel 'nope'; installed kernels: alpha_kern"),
+        (["test", "--kernel", "alpha_kern", "--config", "zzz"], "available: pass, fail"),
+        (["test", "--config", "pass"], "--config needs exactly one --kernel"),
+        (["test", "--family", "nope"], "no family 'nope'; installed families: alpha"),
+        (["list", "--family", "nope"], "no family 'nope'"),
+        (["test", "--kernel", "alpha_kren"], "no kernel 'alpha_kren' (did you mean 'alpha_kern'?)"),
+        (["test", "--family", "alhpa"], "no family 'alhpa' (did you mean 'alpha'?)"),
+        (
+            ["test", "--kernel", "alpha_kern", "--config", "pas"],
+            "no config 'pas' in its CONFIGS (did you mean 'pass'?); available: pass, fail",
+        ),
+    ],
+)
 def test_usage_errors_exit_2_and_list_what_exists(modes_family, args, message):
     p = tirx_run(*args)
     assert p.returncode == 2
@@ -70,11 +85,17 @@ def test_usage_errors_exit_2_and_list_what_exists(modes_family, args, message):
 
 def test_kernel_is_repeatable(fake_site):
     one = repr([{"label": "pass", "mode": "pass"}])
-    fake_site.family("alpha", {"a": kernel_source("alpha_a", "alpha", configs=one),
-                               "b": kernel_source("alpha_b", "alpha", configs=one),
-                               "c": kernel_source("alpha_c", "alpha", configs=one)})
-    p = tirx_run("test", "--kernel", "alpha_a", "--kernel", "alpha_c", "--kernel", "alpha_a",
-                 "--json")
+    fake_site.family(
+        "alpha",
+        {
+            "a": kernel_source("alpha_a", "alpha", configs=one),
+            "b": kernel_source("alpha_b", "alpha", configs=one),
+            "c": kernel_source("alpha_c", "alpha", configs=one),
+        },
+    )
+    p = tirx_run(
+        "test", "--kernel", "alpha_a", "--kernel", "alpha_c", "--kernel", "alpha_a", "--json"
+    )
     assert p.returncode == 0, p.stderr
     assert [r["kernel"] for r in json.loads(p.stdout)["results"]] == ["alpha_a", "alpha_c"]
     p = tirx_run("test", "--kernel", "alpha_a", "--kernel", "alpha_c", "--config", "pass")
@@ -96,8 +117,12 @@ def test_plugins_reports_broken_families(modes_family):
     p = tirx_run("plugins", "--format", "json")
     data = json.loads(p.stdout)
     assert data["families"][0] | {"version": "1.0"} == {
-        "name": "alpha", "distribution": "fake-alpha", "version": "1.0",
-        "license": "Apache-2.0", "kernels": 1}
+        "name": "alpha",
+        "distribution": "fake-alpha",
+        "version": "1.0",
+        "license": "Apache-2.0",
+        "kernels": 1,
+    }
     assert data["broken"][0]["distribution"] == "fake-broken"
     assert "no such thing" in data["broken"][0]["error"]
     assert tirx_run("--strict", "plugins").returncode == 2
@@ -109,8 +134,22 @@ def test_bench_forwards_only_given_options_and_prints_ratio(modes_family):
     [row] = json.loads(p.stdout)["results"]
     assert row["impls_us"] == {"tirx": 10.0, "torch": 15.0}
     assert row["ratio"] == pytest.approx(1.5)
-    p = tirx_run("bench", "--kernel", "alpha_kern", "--config", "pass", "--timer", "event",
-                 "--rounds", "2", "--cooldown", "0", "--warmup", "5", "--json")
+    p = tirx_run(
+        "bench",
+        "--kernel",
+        "alpha_kern",
+        "--config",
+        "pass",
+        "--timer",
+        "event",
+        "--rounds",
+        "2",
+        "--cooldown",
+        "0",
+        "--warmup",
+        "5",
+        "--json",
+    )
     [row] = json.loads(p.stdout)["results"]
     assert row["timer"] == "event"
     text = tirx_run("bench", "--kernel", "alpha_kern", "--config", "pass").stdout
@@ -118,13 +157,14 @@ def test_bench_forwards_only_given_options_and_prints_ratio(modes_family):
 
 
 def test_bench_options_reach_run_bench(fake_site):
-    body = '''
+    body = """
     def run_bench(**kw):
         return {"impls": {"tirx": 1.0}, "errors": {"flashinfer": "not installed"},
                 "timer": "proton", "kw": sorted(kw)}
-    '''
-    fake_site.family("alpha", {"kern": kernel_source("alpha_kern", "alpha", body=body)},
-                     protocol=False)
+    """
+    fake_site.family(
+        "alpha", {"kern": kernel_source("alpha_kern", "alpha", body=body)}, protocol=False
+    )
     # the default protocol SKIPs bench without a sm_90a GPU (this CPU machine)
     p = tirx_run("bench", "--kernel", "alpha_kern", "--json")
     [row] = json.loads(p.stdout)["results"]
@@ -136,16 +176,33 @@ def test_sigterm_kills_children_and_keeps_finished_results(modes_family):
     import signal
     import time
 
-    args = ["test", "--kernel", "alpha_kern", "--config", "pass", "--config", "hang",
-            "--json", "-j", "2"]
-    p = subprocess.Popen([sys.executable, "-m", "tirx_kernels.core.cli", *args],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = [
+        "test",
+        "--kernel",
+        "alpha_kern",
+        "--config",
+        "pass",
+        "--config",
+        "hang",
+        "--json",
+        "-j",
+        "2",
+    ]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "tirx_kernels.core.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     hangs = []
     while time.monotonic() < deadline:  # wait until only the hanging child is left
         time.sleep(0.5)
-        hangs = subprocess.run(["pgrep", "-P", str(p.pid)],  # our children only
-                               capture_output=True, text=True).stdout.split()
+        hangs = subprocess.run(
+            ["pgrep", "-P", str(p.pid)],  # our children only
+            capture_output=True,
+            text=True,
+        ).stdout.split()
         if len(hangs) == 1:
             break
     p.send_signal(signal.SIGTERM)
@@ -162,19 +219,35 @@ def test_sigterm_kills_children_and_keeps_finished_results(modes_family):
         raise AssertionError(f"child {pid} survived SIGTERM of tirx-run")
 
 
-@pytest.mark.parametrize("args, message", [
-    (["test", "--timeout", "0"], "argument --timeout: must be a finite number > 0, got '0'"),
-    # row 11 of issue #27: a NaN timeout never expires, an infinite one neither
-    (["test", "--timeout", "nan"], "argument --timeout: must be a finite number > 0, got 'nan'"),
-    (["test", "--timeout", "inf"], "argument --timeout: must be a finite number > 0"),
-    (["test", "-j", "0"], "argument -j/--jobs: must be an integer >= 1, got '0'"),
-    (["test", "-j", "two"], "argument -j/--jobs: must be an integer >= 1, got 'two'"),
-    (["bench", "--rounds", "0"], "argument --rounds: must be an integer >= 1"),
-    (["bench", "--cooldown", "nan"], "argument --cooldown: must be a finite number >= 0"),
-    (["bench", "--warmup", "inf"], "argument --warmup: must be a finite number >= 0"),
-    (["bench", "--repeat", "-5"], "argument --repeat: must be a finite number > 0"),
-], ids=["timeout-0", "timeout-nan", "timeout-inf", "jobs-0", "jobs-word", "rounds-0",
-        "cooldown-nan", "warmup-inf", "repeat-negative"])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["test", "--timeout", "0"], "argument --timeout: must be a finite number > 0, got '0'"),
+        # row 11 of issue #27: a NaN timeout never expires, an infinite one neither
+        (
+            ["test", "--timeout", "nan"],
+            "argument --timeout: must be a finite number > 0, got 'nan'",
+        ),
+        (["test", "--timeout", "inf"], "argument --timeout: must be a finite number > 0"),
+        (["test", "-j", "0"], "argument -j/--jobs: must be an integer >= 1, got '0'"),
+        (["test", "-j", "two"], "argument -j/--jobs: must be an integer >= 1, got 'two'"),
+        (["bench", "--rounds", "0"], "argument --rounds: must be an integer >= 1"),
+        (["bench", "--cooldown", "nan"], "argument --cooldown: must be a finite number >= 0"),
+        (["bench", "--warmup", "inf"], "argument --warmup: must be a finite number >= 0"),
+        (["bench", "--repeat", "-5"], "argument --repeat: must be a finite number > 0"),
+    ],
+    ids=[
+        "timeout-0",
+        "timeout-nan",
+        "timeout-inf",
+        "jobs-0",
+        "jobs-word",
+        "rounds-0",
+        "cooldown-nan",
+        "warmup-inf",
+        "repeat-negative",
+    ],
+)
 def test_numbers_must_be_finite_and_in_range(modes_family, args, message):
     p = tirx_run(*args, "--kernel", "alpha_kern", "--config", "pass")
     assert p.returncode == 2, p.stderr
@@ -186,15 +259,31 @@ def test_numbers_must_be_finite_and_in_range(modes_family, args, message):
 def start_with_a_hanging_child(*extra):
     """tirx-run running ``pass`` and ``hang`` (-j 2) once only the hanging child is left:
     (the tirx-run process, the pid of its hanging worker)."""
-    args = ["test", "--kernel", "alpha_kern", "--config", "pass", "--config", "hang",
-            "--json", "-j", "2", *extra]
-    p = subprocess.Popen([sys.executable, "-m", "tirx_kernels.core.cli", *args],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = [
+        "test",
+        "--kernel",
+        "alpha_kern",
+        "--config",
+        "pass",
+        "--config",
+        "hang",
+        "--json",
+        "-j",
+        "2",
+        *extra,
+    ]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "tirx_kernels.core.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         time.sleep(0.2)
-        children = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
-                                  text=True).stdout.split()
+        children = subprocess.run(
+            ["pgrep", "-P", str(p.pid)], capture_output=True, text=True
+        ).stdout.split()
         if len(children) == 1 and "PASS" in _peek_progress(p):
             return p, int(children[0])
     p.kill()
@@ -251,8 +340,12 @@ def test_kill_9_of_tirx_run_takes_the_worker_down(modes_family):
 
 def run_with_closed_stdout(*args):
     """tirx-run with its stdout a pipe whose reader has gone (`| head -1` after one line)."""
-    p = subprocess.Popen([sys.executable, "-m", "tirx_kernels.core.cli", *args],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "tirx_kernels.core.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     p.stdout.close()  # before tirx-run writes anything: its first write breaks the pipe
     err = p.stderr.read()
     p.wait(timeout=120)
@@ -270,8 +363,9 @@ def test_json_results_survive_a_closed_stdout(modes_family):
     """Row 14 of issue #27: `test --json` results were lost when stdout was a closed pipe."""
     import re
 
-    code, err = run_with_closed_stdout("test", "--kernel", "alpha_kern", "--config", "pass",
-                                       "--config", "fail", "--json")
+    code, err = run_with_closed_stdout(
+        "test", "--kernel", "alpha_kern", "--config", "pass", "--config", "fail", "--json"
+    )
     assert code == 1 and "Traceback" not in err and "Exception ignored" not in err, err
     line = err.strip().splitlines()[-1]
     saved = re.search(r"saved in (\S+\.json)", line)
@@ -280,23 +374,38 @@ def test_json_results_survive_a_closed_stdout(modes_family):
         data = json.loads(open(saved.group(1)).read())
     finally:
         os.unlink(saved.group(1))
-    assert [(r["label"], r["status"]) for r in data["results"]] == [("pass", "PASS"),
-                                                                    ("fail", "FAIL")]
+    assert [(r["label"], r["status"]) for r in data["results"]] == [
+        ("pass", "PASS"),
+        ("fail", "FAIL"),
+    ]
 
 
 def test_unwritable_log_dir_is_refused_before_the_run(modes_family, tmp_path):
     """Row 13 of issue #27: an unusable --log-dir gave a traceback after the run started."""
     (tmp_path / "file").write_text("")
-    p = tirx_run("test", "--kernel", "alpha_kern", "--config", "pass",
-                 "--log-dir", str(tmp_path / "file" / "logs"))
+    p = tirx_run(
+        "test",
+        "--kernel",
+        "alpha_kern",
+        "--config",
+        "pass",
+        "--log-dir",
+        str(tmp_path / "file" / "logs"),
+    )
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     [line] = p.stderr.strip().splitlines()  # one line; no config started
     assert "--log-dir" in line and str(tmp_path / "file" / "logs") in line and "fix:" in line
 
 
-@pytest.mark.parametrize("args", [["--strict", "plugins"], ["plugins", "--strict"],
-                                  ["list", "--strict"], ["test", "--strict", "--kernel",
-                                                         "alpha_kern", "--config", "pass"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--strict", "plugins"],
+        ["plugins", "--strict"],
+        ["list", "--strict"],
+        ["test", "--strict", "--kernel", "alpha_kern", "--config", "pass"],
+    ],
+)
 def test_strict_before_or_after_the_subcommand(modes_family, args):
     modes_family.family("broken", plugin=HEADER + "raise ImportError('no such thing')\n")
     p = tirx_run(*args)

@@ -27,7 +27,7 @@ from tirx_kernels.core import distributed
 from tirx_kernels.core.meta import MetaError, validate_meta
 from tirx_kernels.core.runner import ChildRun, Request, run_config
 
-GLOO_HOOK = '''
+GLOO_HOOK = """
 
 @hookimpl
 def tirx_kernels_run_test(kernel, module, config):
@@ -35,10 +35,10 @@ def tirx_kernels_run_test(kernel, module, config):
     out = distributed.launch(kernel.module, config, "test", kernel.meta["num_gpus"],
                              backend="gloo")
     return {"launched": True, "detail": json.dumps(out)}
-'''
+"""
 
 # run_test of the fake kernel: collectives over gloo, rank-local checks, a mode per rank
-RANK_BODY = '''
+RANK_BODY = """
 import json, os, time
 import torch
 import torch.distributed as dist
@@ -68,14 +68,18 @@ def run_test(mode="pass", bad_rank=1, pid_dir=""):
     env = {k: os.environ[k] for k in distributed.MULTICAST_OFF}
     return {"rank": rank, "world": world, "gathered": gathered, "max": top, "env": env,
             "port": os.environ["MASTER_PORT"], "addr": os.environ["MASTER_ADDR"]}
-'''
+"""
 
 
 def _gloo_family(fake_site, configs: str):
     src = kernel_source("dist_kern", "dist", configs=configs, body=RANK_BODY)
     src = src.replace('"archs": ["sm_90a"]}', '"archs": ["sm_90a"], "num_gpus": 2}')
-    plugin = HEADER + "import json\n" + PLUGIN.format(kernels=("kern",), name="dist",
-                                                        category="dist") + GLOO_HOOK
+    plugin = (
+        HEADER
+        + "import json\n"
+        + PLUGIN.format(kernels=("kern",), name="dist", category="dist")
+        + GLOO_HOOK
+    )
     fake_site.family("dist", {"kern": src}, plugin=plugin)
 
 
@@ -102,6 +106,7 @@ def test_bad_num_gpus_is_rejected(bad):
 
 
 # ---- the launcher over real rank processes -------------------------------------------------
+
 
 def test_rank_env_sets_torchrun_vars_and_turns_multicast_off():
     env = distributed.rank_env(1, 2, 29555)
@@ -152,8 +157,10 @@ def _alive(pid: int) -> bool:
 def test_hung_rank_times_out_and_every_rank_is_killed(fake_site, tmp_path):
     pids = tmp_path / "pids"
     pids.mkdir()
-    _gloo_family(fake_site, '[{"label": "w2_hang_r1", "mode": "hang", "bad_rank": 1, '
-                            f'"pid_dir": {str(pids)!r}}}]')
+    _gloo_family(
+        fake_site,
+        f'[{{"label": "w2_hang_r1", "mode": "hang", "bad_rank": 1, "pid_dir": {str(pids)!r}}}]',
+    )
     child = ChildRun(_request("w2_hang_r1"))
     deadline = time.monotonic() + 120
     while len(list(pids.glob("*.pid"))) < 2 and time.monotonic() < deadline:
@@ -173,21 +180,36 @@ def test_hung_rank_times_out_and_every_rank_is_killed(fake_site, tmp_path):
 
 # ---- outcome aggregation (no processes) ----------------------------------------------------
 
+
 def test_outcome_prefers_the_crash_then_the_earliest_failure():
     with pytest.raises(distributed.RankError, match=r"^rank 1: crashed.*also: rank 0 ERROR"):
-        distributed._outcome({0: {"status": "ERROR", "detail": "peer gone", "time": 1.0},
-                              1: {"status": "CRASH", "detail": "crashed (exit code 9)"}})
+        distributed._outcome(
+            {
+                0: {"status": "ERROR", "detail": "peer gone", "time": 1.0},
+                1: {"status": "CRASH", "detail": "crashed (exit code 9)"},
+            }
+        )
     with pytest.raises(AssertionError, match=r"^rank 1: bad value"):
-        distributed._outcome({0: {"status": "ERROR", "detail": "peer gone", "time": 5.0},
-                              1: {"status": "FAIL", "detail": "bad value", "time": 2.0}})
+        distributed._outcome(
+            {
+                0: {"status": "ERROR", "detail": "peer gone", "time": 5.0},
+                1: {"status": "FAIL", "detail": "bad value", "time": 2.0},
+            }
+        )
     with pytest.raises(unittest.SkipTest, match="rank 0: no GPU"):
-        distributed._outcome({0: {"status": "SKIP", "detail": "no GPU", "time": 1.0},
-                              1: {"status": "SKIP", "detail": "no GPU", "time": 1.0}})
-    assert distributed._outcome({0: {"status": "PASS", "result": {"a": 1}},
-                                 1: {"status": "PASS", "result": {"a": 2}}}) == {"a": 1}
+        distributed._outcome(
+            {
+                0: {"status": "SKIP", "detail": "no GPU", "time": 1.0},
+                1: {"status": "SKIP", "detail": "no GPU", "time": 1.0},
+            }
+        )
+    assert distributed._outcome(
+        {0: {"status": "PASS", "result": {"a": 1}}, 1: {"status": "PASS", "result": {"a": 2}}}
+    ) == {"a": 1}
 
 
 # ---- the default hooks' dispatch -------------------------------------------------------------
+
 
 @dataclass
 class _Kernel:
@@ -210,11 +232,14 @@ def test_default_hooks_launch_ranks_when_enough_gpus(monkeypatch):
     module = types.SimpleNamespace(__name__="fake.k", run_bench=lambda **_: None)
     out = defaults.tirx_kernels_run_test(kernel=kernel, module=module, config={"n": 1})
     assert out == {"launched": True, "detail": "ran on 2 ranks"}
-    res = defaults.tirx_kernels_run_bench(kernel=kernel, module=module, config={"n": 1},
-                                          options={"rounds": 2})
+    res = defaults.tirx_kernels_run_bench(
+        kernel=kernel, module=module, config={"n": 1}, options={"rounds": 2}
+    )
     assert res == {"x": 1}
-    assert calls == [(("fake.k", {"n": 1}, "test", 2), {}),
-                     (("fake.k", {"n": 1}, "bench", 2), {"options": {"rounds": 2}})]
+    assert calls == [
+        (("fake.k", {"n": 1}, "test", 2), {}),
+        (("fake.k", {"n": 1}, "bench", 2), {"options": {"rounds": 2}}),
+    ]
 
 
 def test_default_bench_skips_without_enough_gpus(monkeypatch):
@@ -235,6 +260,7 @@ def test_gpus_available_on_this_cpu_machine():
 
 # ---- the DistributedBenchContext builder -------------------------------------------------------
 
+
 class _Stream:
     """Stand-in for a CUDA stream (the real class needs triton and a GPU to validate)."""
 
@@ -254,10 +280,14 @@ def test_bench_context_assembles_rank_world_callbacks_and_stream(monkeypatch, tm
         stream: object
 
     # tvm_tirx.testing.bench imports triton (absent on CPU): stand in for the module
-    monkeypatch.setitem(sys.modules, "tvm_tirx.testing.bench",
-                        types.SimpleNamespace(DistributedBenchContext=DistributedBenchContext))
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
-                            world_size=1)
+    monkeypatch.setitem(
+        sys.modules,
+        "tvm_tirx.testing.bench",
+        types.SimpleNamespace(DistributedBenchContext=DistributedBenchContext),
+    )
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
     try:
         stream = _Stream()
         ctx = distributed.bench_context(stream=stream)
@@ -272,14 +302,27 @@ def test_bench_context_assembles_rank_world_callbacks_and_stream(monkeypatch, tm
 def test_rank_entry_point_writes_an_error_result(tmp_path):
     """A rank that cannot even join the group still reports (ERROR), then exits."""
     request = tmp_path / "req.json"
-    request.write_text(json.dumps({"module": "json", "config": {}, "action": "test",
-                                   "options": {}, "backend": "no-such-backend"}))
+    request.write_text(
+        json.dumps(
+            {
+                "module": "json",
+                "config": {},
+                "action": "test",
+                "options": {},
+                "backend": "no-such-backend",
+            }
+        )
+    )
     result = tmp_path / "rank0.json"
     env = {**os.environ, **distributed.rank_env(0, 1, distributed.free_port())}
     import subprocess
 
-    subprocess.run([sys.executable, "-m", "tirx_kernels.core.distributed", str(request),
-                    str(result)], env=env, check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "tirx_kernels.core.distributed", str(request), str(result)],
+        env=env,
+        check=True,
+        timeout=120,
+    )
     out = json.loads(result.read_text())
     assert out["status"] == "ERROR", out
     assert out["detail"].startswith("process group init failed")
@@ -288,27 +331,35 @@ def test_rank_entry_point_writes_an_error_result(tmp_path):
 
 # ---- the suite takes num_gpus from KERNEL_META -----------------------------------------------
 
+
 def test_suite_num_gpus_defaults_to_kernel_meta(tmp_path):
     from tirx_kernels.core.suite.config import load_suite
 
     kernels = {
-        "ag": types.SimpleNamespace(name="ag", family="fam", bench_labels=["a", "b", "c"],
-                                    meta={**GOOD, "num_gpus": 2}),
+        "ag": types.SimpleNamespace(
+            name="ag", family="fam", bench_labels=["a", "b", "c"], meta={**GOOD, "num_gpus": 2}
+        ),
         "one": types.SimpleNamespace(name="one", family="fam", bench_labels=["a"], meta=GOOD),
     }
     ag = tmp_path / "ag.yaml"
-    ag.write_text("kernel: ag\nconfigs:\n  - {config: a, default: true}\n"
-                  "  - {config: b, default: false, num_gpus: 4}\n")
+    ag.write_text(
+        "kernel: ag\nconfigs:\n  - {config: a, default: true}\n"
+        "  - {config: b, default: false, num_gpus: 4}\n"
+    )
     one = tmp_path / "one.yaml"
     one.write_text("kernel: one\nconfigs:\n  - {config: a, default: true}\n")
     workloads = load_suite([("fam", ag), ("fam", one)], kernels)
     assert [(w.kernel, w.config, w.num_gpus) for w in workloads] == [
-        ("ag", "a", 2), ("ag", "b", 4), ("one", "a", 1)]
+        ("ag", "a", 2),
+        ("ag", "b", 4),
+        ("one", "a", 1),
+    ]
     ag.write_text("kernel: ag\ndefaults: {num_gpus: 8}\nconfigs:\n  - {config: c, default: true}\n")
     assert [w.num_gpus for w in load_suite([("fam", ag)], kernels)] == [8]
 
 
 # ---- the real kernel, through the real runner (slow: nvcc) -------------------------------------
+
 
 def test_allgather_gemm_compiles_to_cubin_without_gpus():
     from tirx_kernels.core.registry import Registry

@@ -11,8 +11,9 @@ import pytest
 from tirx_kernels.core import hookspecs
 
 README = (Path(__file__).parents[1] / "README.md").read_text()
-HOOKS = [(n, f) for n, f in vars(hookspecs).items()
-         if n.startswith("tirx_kernels_") and callable(f)]
+HOOKS = [
+    (n, f) for n, f in vars(hookspecs).items() if n.startswith("tirx_kernels_") and callable(f)
+]
 
 
 @pytest.mark.parametrize("name, spec", HOOKS, ids=[n for n, _ in HOOKS])

@@ -22,18 +22,42 @@ def site(tmp_path_factory):
     """A folder holding only the example family, installed by pip from its source."""
     target = tmp_path_factory.mktemp("hello-site")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-         "--no-index", "--target", str(target), str(EXAMPLE)],
-        check=True, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(target),
+            str(EXAMPLE),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
-    env = dict(os.environ, PYTHONPATH=f"{target}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-               TIRX_KERNELS_FAMILIES="hello", TIRX_KERNELS_STRICT="1")
+    env = dict(
+        os.environ,
+        PYTHONPATH=f"{target}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        TIRX_KERNELS_FAMILIES="hello",
+        TIRX_KERNELS_STRICT="1",
+    )
     return env
 
 
 def run(env, *args, timeout=600):
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, cwd=EXAMPLE)
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=EXAMPLE,
+    )
 
 
 def test_it_is_listed_as_its_own_family(site):

@@ -30,8 +30,7 @@ def test_missing_reference_package_is_skipped_with_reason():
     def broken():
         raise RuntimeError("JIT failed")
 
-    refs, skipped = guard_references({"a": missing, "b": skips, "c": broken,
-                                      "d": lambda: print})
+    refs, skipped = guard_references({"a": missing, "b": skips, "c": broken, "d": lambda: print})
     assert refs["a"]() is None and refs["b"]() is None
     assert refs["d"]() is print
     with pytest.raises(RuntimeError, match="JIT failed"):  # stays a BASELINE_ERROR

@@ -47,8 +47,12 @@ def test_suite_import_gate_passes():
     import subprocess
     import sys
 
-    p = subprocess.run([sys.executable, "-m", "tirx_kernels.core.suite", "--check-imports"],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "tirx_kernels.core.suite", "--check-imports"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
 
 
@@ -63,9 +67,15 @@ def test_family_imports_only_core(fam):
     root = Path(importlib.util.find_spec(own).origin).parent
     for path in root.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
             for name in names:
                 if name.startswith("tirx_kernels."):
-                    assert name.startswith((own, "tirx_kernels.core")), \
+                    assert name.startswith((own, "tirx_kernels.core")), (
                         f"{path} imports {name}: a family imports only core and itself"
+                    )

@@ -36,8 +36,9 @@ def test_wheel_takes_several_paths_after_one_flag(two_wheels, capsys):
 
 
 def test_wheel_flag_may_be_repeated(two_wheels, capsys):
-    code, wheels = _audited_wheels(capsys, ["audit", "--wheel", two_wheels[0],
-                                            "--wheel", two_wheels[1]])
+    code, wheels = _audited_wheels(
+        capsys, ["audit", "--wheel", two_wheels[0], "--wheel", two_wheels[1]]
+    )
     assert code in (0, 1) and wheels == two_wheels
 
 
@@ -96,9 +97,12 @@ def test_a_reader_closing_the_pipe_gets_no_traceback(tmp_path):
     import sys
 
     # --json: output beyond one pipe buffer, so the reader leaves while the CLI writes
-    proc = subprocess.Popen([sys.executable, "-m", "tirx_kernels.core.license", "audit",
-                             "--self-test", "--json"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tirx_kernels.core.license", "audit", "--self-test", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
     proc.stdout.read(1)
     proc.stdout.close()  # like `| head -c 1`
     err = proc.stderr.read().decode()

@@ -42,9 +42,15 @@ def test_audit_from_an_empty_folder_audits_every_installed_family(installed):
     assert proc.returncode == 0, [f["message"] for f in report["findings"]]
     assert report["checkout"] is None
     got = {d["name"]: d["source"] for d in report["distributions"]}
-    assert got == {name: f"installed {site}" for name in (
-        "tirx-kernels-core", "tirx-kernels-basic", "tirx-kernels-flashinfer",
-        "tirx-kernels-acme")}
+    assert got == {
+        name: f"installed {site}"
+        for name in (
+            "tirx-kernels-core",
+            "tirx-kernels-basic",
+            "tirx-kernels-flashinfer",
+            "tirx-kernels-acme",
+        )
+    }
     assert all(d["python_files"] > 0 for d in report["distributions"])
     assert "installed " + str(site) in run_cli(venv, ["audit"], empty).stdout  # says which
 
@@ -77,28 +83,38 @@ FAULTS = {
     "basic kernel loses its copyright line": (
         "tirx_kernels/basic/plugin.py",
         lambda p: _edit(p, "# SPDX-FileCopyrightText: Copyright TIRx authors\n", ""),
-        "tirx-copyright"),
+        "tirx-copyright",
+    ),
     "flashinfer port cites an unpinned commit": (
         "tirx_kernels/flashinfer/activation.py",
         lambda p: _edit(p, "fb28d7242b3506a2348265962041acc1fb56cca4", "f" * 40),
-        "port-commit"),
+        "port-commit",
+    ),
     "acme file says TIRx instead of Acme Corp": (
         "tirx_kernels/acme/rms.py",
-        lambda p: _edit(p, "Copyright Acme Corp", "Copyright TIRx authors"), "tirx-copyright"),
+        lambda p: _edit(p, "Copyright Acme Corp", "Copyright TIRx authors"),
+        "tirx-copyright",
+    ),
     "core NOTICE edited after install": (
         "tirx_kernels_core-0.1.0.dist-info/licenses/NOTICE",
-        lambda p: p.write_text(p.read_text() + "edited\n"), "license-file-differs"),
+        lambda p: p.write_text(p.read_text() + "edited\n"),
+        "license-file-differs",
+    ),
     "basic LICENSE deleted": (
-        "tirx_kernels_basic-0.1.0.dist-info/licenses/LICENSE", lambda p: p.unlink(),
-        "license-file-missing"),
+        "tirx_kernels_basic-0.1.0.dist-info/licenses/LICENSE",
+        lambda p: p.unlink(),
+        "license-file-missing",
+    ),
     "acme METADATA declares MIT": (
         "tirx_kernels_acme-1.2.0.dist-info/METADATA",
         lambda p: _edit(p, "License-Expression: Apache-2.0", "License-Expression: MIT"),
-        "metadata-license-expression"),
+        "metadata-license-expression",
+    ),
     "core METADATA with a misspelled identifier": (
         "tirx_kernels_core-0.1.0.dist-info/METADATA",
         lambda p: _edit(p, "License-Expression: Apache-2.0", "License-Expression: Apache2"),
-        "metadata-license-expression"),
+        "metadata-license-expression",
+    ),
 }
 
 
@@ -115,8 +131,9 @@ def test_a_fault_planted_in_an_installed_file_is_caught(installed, name):
         path.write_bytes(saved)
     report = _report(proc)
     assert proc.returncode == 1
-    assert any(f["rule"] == rule and f["path"] == str(path) for f in report["findings"]), \
-        report["findings"]
+    assert any(f["rule"] == rule and f["path"] == str(path) for f in report["findings"]), report[
+        "findings"
+    ]
 
 
 def test_the_checkout_audit_covers_an_installed_out_of_tree_family(installed):
@@ -139,8 +156,9 @@ def test_the_checkout_audit_covers_an_installed_out_of_tree_family(installed):
     finally:
         rms.write_bytes(saved)
     assert proc.returncode == 1
-    assert any(f["path"] == str(rms) and f["rule"] == "spdx-count"
-               for f in _report(proc)["findings"])
+    assert any(
+        f["path"] == str(rms) and f["rule"] == "spdx-count" for f in _report(proc)["findings"]
+    )
 
 
 def test_a_broken_installed_family_is_a_finding(installed):
@@ -171,8 +189,13 @@ def test_sbom_of_the_installed_families_is_valid_spdx(installed, tmp_path):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     names = {p["name"] for p in data["packages"]}
-    assert {"tirx-kernels-core", "tirx-kernels-basic", "tirx-kernels-flashinfer",
-            "tirx-kernels-acme", "FlashInfer"} <= names
+    assert {
+        "tirx-kernels-core",
+        "tirx-kernels-basic",
+        "tirx-kernels-flashinfer",
+        "tirx-kernels-acme",
+        "FlashInfer",
+    } <= names
     acme = next(p for p in data["packages"] if p["name"] == "tirx-kernels-acme")
     assert acme["copyrightText"] == "Copyright Acme Corp"
     assert f"installed {site}" in acme["comment"]

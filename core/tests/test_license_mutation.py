@@ -22,9 +22,11 @@ PROBE = "_license_probe.py"
 
 
 def _probe(up) -> str:
-    return (f"{PORT_PREFIX}{up.project}\n# ({up.url} @ {up.commit or 'a' * 40}), "
-            f"{up.copyright}\n# {LICENSE_TAG}: {join('Apache-2.0', up.spdx)}\n{COPYRIGHT_LINE}\n"
-            '"""Probe port.\n\nUpstream source: include/example/probe.cuh."""\n')
+    return (
+        f"{PORT_PREFIX}{up.project}\n# ({up.url} @ {up.commit or 'a' * 40}), "
+        f"{up.copyright}\n# {LICENSE_TAG}: {join('Apache-2.0', up.spdx)}\n{COPYRIGHT_LINE}\n"
+        '"""Probe port.\n\nUpstream source: include/example/probe.cuh."""\n'
+    )
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +52,12 @@ def copy(real, tmp_path):
         shutil.copy(repo.root / rel, tmp_path / rel)
 
     def moved(d):
-        return replace(d, root=tmp_path / d.root.relative_to(repo.root),
-                       package_dir=tmp_path / d.package_dir.relative_to(repo.root),
-                       plugin_file=None)
+        return replace(
+            d,
+            root=tmp_path / d.root.relative_to(repo.root),
+            package_dir=tmp_path / d.package_dir.relative_to(repo.root),
+            plugin_file=None,
+        )
 
     n, p = moved(native), moved(port)
     (p.package_dir / PROBE).write_text(_probe(p.policy.upstream))
@@ -94,53 +99,70 @@ MUTATIONS = {
     # name: (function(root, native, port) -> the file it broke, the rule that must fire)
     "native file loses the TIRx copyright": (
         lambda r, n, p: _edit(n.package_dir / "plugin.py", COPYRIGHT_LINE + "\n", ""),
-        "tirx-copyright"),
+        "tirx-copyright",
+    ),
     "native file declares MIT": (
         lambda r, n, p: _edit(n.package_dir / "__init__.py", ": Apache-2.0", ": MIT"),
-        "spdx-expression"),
+        "spdx-expression",
+    ),
     "native file gets a second tag": (
-        lambda r, n, p: _edit(n.package_dir / "plugin.py", "\n\n",
-                              f'\n\nS = "{LICENSE_TAG}"\n\n'),
-        "spdx-count"),
+        lambda r, n, p: _edit(n.package_dir / "plugin.py", "\n\n", f'\n\nS = "{LICENSE_TAG}"\n\n'),
+        "spdx-count",
+    ),
     "pyproject license gains a term": (
-        lambda r, n, p: _edit(n.root / "pyproject.toml", 'license = "Apache-2.0"',
-                              'license = "Apache-2.0 AND MIT"'), "pyproject-license"),
+        lambda r, n, p: _edit(
+            n.root / "pyproject.toml", 'license = "Apache-2.0"', 'license = "Apache-2.0 AND MIT"'
+        ),
+        "pyproject-license",
+    ),
     "pyproject license-files drops NOTICE": (
         lambda r, n, p: _edit(n.root / "pyproject.toml", ', "NOTICE"', ""),
-        "pyproject-license-files"),
+        "pyproject-license-files",
+    ),
     "package LICENSE copy edited": (
         lambda r, n, p: _edit(n.root / "LICENSE", "Version 2.0", "Version 2.1"),
-        "license-file-differs"),
+        "license-file-differs",
+    ),
     "package NOTICE deleted": (
         lambda r, n, p: (n.root / "NOTICE").unlink() or n.root / "NOTICE",
-        "license-file-missing"),
+        "license-file-missing",
+    ),
     "port loses its URL": (
         lambda r, n, p: _edit(p.package_dir / PROBE, p.policy.upstream.url + " @ ", ""),
-        "port-url"),
+        "port-url",
+    ),
     "port cites a short commit": (lambda r, n, p: _short_commit(p), "port-commit"),
     "port loses the upstream copyright": (
         lambda r, n, p: _edit(p.package_dir / PROBE, p.policy.upstream.copyright, ""),
-        "port-copyright"),
+        "port-copyright",
+    ),
     "port loses its source path": (
         lambda r, n, p: _edit(p.package_dir / PROBE, "include/example/probe.cuh", "upstream"),
-        "port-source-path"),
+        "port-source-path",
+    ),
     "port relabeled native": (
-        lambda r, n, p: _write(p.package_dir / PROBE,
-                               (n.package_dir / "__init__.py").read_text()),
-        "port-header"),
+        lambda r, n, p: _write(p.package_dir / PROBE, (n.package_dir / "__init__.py").read_text()),
+        "port-header",
+    ),
     "port family's native plugin gets a port header": (
-        lambda r, n, p: _write(p.package_dir / "plugin.py",
-                               (p.package_dir / PROBE).read_text()),
-        "native-header"),
+        lambda r, n, p: _write(p.package_dir / "plugin.py", (p.package_dir / PROBE).read_text()),
+        "native-header",
+    ),
     "upstream license copy edited": (
-        lambda r, n, p: _write(p.root / p.policy.upstream.texts[0],
-                               (p.root / p.policy.upstream.texts[0]).read_text() + "\n"),
-        "license-file-differs"),
+        lambda r, n, p: _write(
+            p.root / p.policy.upstream.texts[0],
+            (p.root / p.policy.upstream.texts[0]).read_text() + "\n",
+        ),
+        "license-file-differs",
+    ),
     "root NOTICE drops the upstream": (
         lambda r, n, p: _edit(r / "NOTICE", p.policy.upstream.project, "Someone", -1),
-        "root-notice"),
+        "root-notice",
+    ),
     "root LICENSE map drops the port family": (
-        lambda r, n, p: _edit(r / "LICENSE", p.name + " (", "("), "root-license-map"),
+        lambda r, n, p: _edit(r / "LICENSE", p.name + " (", "("),
+        "root-license-map",
+    ),
 }
 
 
@@ -150,6 +172,7 @@ def test_audit_names_the_break(copy, name):
     mutate, rule = MUTATIONS[name]
     broken = _rel(root, mutate(root, n, p))
     found = run()
-    assert any(f.rule == rule and f.path == broken for f in found), \
-        f"{name}: expected [{rule}] at {broken}; got " + "; ".join(
-            f"[{f.rule}] {f.path}" for f in found)
+    assert any(f.rule == rule and f.path == broken for f in found), (
+        f"{name}: expected [{rule}] at {broken}; got "
+        + "; ".join(f"[{f.rule}] {f.path}" for f in found)
+    )

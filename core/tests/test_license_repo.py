@@ -58,9 +58,11 @@ def test_checkout_families_load_without_installed_entry_points(repo, dists):
 def test_audit_passes_on_the_repository(capsys):
     code = cli.main(["audit", "--root", str(ROOT), "--json"])
     report = json.loads(capsys.readouterr().out)
-    assert code == 0, "\n".join(f"[{f['rule']}] {f['path']}:{f['line']} {f['message']} "
-                                f"(expected {f['expected']}; found {f['found']})"
-                                for f in report["findings"])
+    assert code == 0, "\n".join(
+        f"[{f['rule']}] {f['path']}:{f['line']} {f['message']} "
+        f"(expected {f['expected']}; found {f['found']})"
+        for f in report["findings"]
+    )
     names = {d["name"] for d in report["distributions"]}
     assert {"tirx-kernels-core", "tirx-kernels-basic"} <= names
 
@@ -89,8 +91,12 @@ def wheels(dists, tmp_path_factory):
         if d.root is None or ROOT not in (d.root, *d.root.parents):
             continue
         target = out / d.name
-        subprocess.run([sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d",
-                        str(target)], cwd=d.root, check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(target)],
+            cwd=d.root,
+            check=True,
+            capture_output=True,
+        )
         [wheel] = target.glob("*.whl")
         built[d.name] = wheel
     return built
@@ -113,15 +119,17 @@ def test_wheels_ship_license_files_under_dist_info(dists, wheels):
 
 
 def test_cli_wheel_audit(wheels, capsys):
-    assert cli.main(["audit", "--root", str(ROOT),
-                     "--wheel", str(wheels["tirx-kernels-basic"])]) == 0
+    assert (
+        cli.main(["audit", "--root", str(ROOT), "--wheel", str(wheels["tirx-kernels-basic"])]) == 0
+    )
     assert "1 wheels: 0 findings" in capsys.readouterr().out
 
 
 @pytest.mark.skipif(importlib.util.find_spec("reuse") is None, reason="reuse not installed")
 def test_reuse_lint_passes():
-    proc = subprocess.run([sys.executable, "-m", "reuse", "--root", str(ROOT), "lint"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "reuse", "--root", str(ROOT), "lint"], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
@@ -133,8 +141,14 @@ def test_pre_commit_hooks_are_local_and_install_from_pypi():
         hooks += repo["hooks"]
     assert {h["language"] for h in hooks} <= {"python", "system"}
     ids = {h["id"] for h in hooks}
-    assert {"tirx-license-audit", "ruff", "trailing-whitespace", "end-of-file-fixer",
-            "check-yaml", "check-toml"} <= ids
+    assert {
+        "tirx-license-audit",
+        "ruff",
+        "trailing-whitespace",
+        "end-of-file-fixer",
+        "check-yaml",
+        "check-toml",
+    } <= ids
     audit_hook = next(h for h in hooks if h["id"] == "tirx-license-audit")
     assert "license.cli" in audit_hook["entry"] and audit_hook["pass_filenames"] is False
 

@@ -40,6 +40,7 @@ def rules(text, rule=NATIVE_RULE):
 
 # --- SPDX expressions -------------------------------------------------------------------
 
+
 def test_terms_split_conjunctions_only():
     assert terms("Apache-2.0 AND (MIT)") == {"Apache-2.0", "MIT"}
     assert terms("Apache-2.0 and BSD-3-Clause") == {"Apache-2.0", "BSD-3-Clause"}
@@ -54,14 +55,32 @@ def test_terms_ignore_order_and_spelling():
     assert same("A-B AND MIT", "MIT AND A-B") is False  # an unknown id is never equal
 
 
-@pytest.mark.parametrize("expression", ["Apache2", "MIT-0 AND", "Apache-2.0 AND", "(MIT",
-                                        "MIT WITH Apache-2.0", "", "Apache-2.0 AND MIT-Zero"])
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "Apache2",
+        "MIT-0 AND",
+        "Apache-2.0 AND",
+        "(MIT",
+        "MIT WITH Apache-2.0",
+        "",
+        "Apache-2.0 AND MIT-Zero",
+    ],
+)
 def test_invalid_expressions(expression):
     assert invalid(expression)
 
 
-@pytest.mark.parametrize("expression", ["MIT-0", "Apache-2.0 AND MIT", "LicenseRef-Acme-1.0",
-                                        "Apache-2.0 WITH LLVM-exception", "MIT OR Zlib"])
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "MIT-0",
+        "Apache-2.0 AND MIT",
+        "LicenseRef-Acme-1.0",
+        "Apache-2.0 WITH LLVM-exception",
+        "MIT OR Zlib",
+    ],
+)
 def test_valid_expressions(expression):
     assert invalid(expression) is None
 
@@ -73,12 +92,15 @@ def test_invalid_header_expression_is_a_finding():
 
 
 def test_join_is_canonical():
-    assert join("MIT", "Apache-2.0 AND BSD-3-Clause", "Apache-2.0") == \
-        "Apache-2.0 AND BSD-3-Clause AND MIT"
+    assert (
+        join("MIT", "Apache-2.0 AND BSD-3-Clause", "Apache-2.0")
+        == "Apache-2.0 AND BSD-3-Clause AND MIT"
+    )
     assert join("Apache-2.0", "Apache-2.0") == "Apache-2.0"
 
 
 # --- native headers ---------------------------------------------------------------------
+
 
 def test_native_header_passes_with_shebang_and_coding_line():
     assert rules(NATIVE + "x = 1\n") == []
@@ -110,24 +132,32 @@ def test_native_file_with_other_terms():
 
 # --- port headers -----------------------------------------------------------------------
 
+
 def test_valid_port_and_override():
     assert rules(st.GEMM, PORT_RULE) == []
     assert rules(st.REDUCE, OVERRIDE_RULE) == []
 
 
-@pytest.mark.parametrize("old,new,rule", [
-    ("Apache-2.0 AND MIT", "Apache-2.0", "spdx-expression"),
-    ("code from DemoMLA", "code from DemoMLB", "port-project"),
-    ("https://github.com/example/DemoMLA", "https://gitlab.com/example/DemoMLA", "port-url"),
-    ("https://github.com/example/DemoMLA @ ", "", "port-url"),
-    (st.COMMIT, st.COMMIT[:7], "port-commit"),
-    (st.COMMIT, st.COMMIT.upper(), "port-commit"),
-    (st.COMMIT, "e" * 40, "port-commit"),
-    ("Copyright (c) 2025 Example Corp", "", "port-copyright"),
-    ("Copyright (c) 2025 Example Corp", "Copyright (c) 2025 Other", "port-copyright"),
-    ("Upstream source: csrc/sm90/gemm.cuh (the mainloop).", "Upstream: gemm.", "port-source-path"),
-    ("# (https", "#\n# (https", "port-citation"),
-])
+@pytest.mark.parametrize(
+    "old,new,rule",
+    [
+        ("Apache-2.0 AND MIT", "Apache-2.0", "spdx-expression"),
+        ("code from DemoMLA", "code from DemoMLB", "port-project"),
+        ("https://github.com/example/DemoMLA", "https://gitlab.com/example/DemoMLA", "port-url"),
+        ("https://github.com/example/DemoMLA @ ", "", "port-url"),
+        (st.COMMIT, st.COMMIT[:7], "port-commit"),
+        (st.COMMIT, st.COMMIT.upper(), "port-commit"),
+        (st.COMMIT, "e" * 40, "port-commit"),
+        ("Copyright (c) 2025 Example Corp", "", "port-copyright"),
+        ("Copyright (c) 2025 Example Corp", "Copyright (c) 2025 Other", "port-copyright"),
+        (
+            "Upstream source: csrc/sm90/gemm.cuh (the mainloop).",
+            "Upstream: gemm.",
+            "port-source-path",
+        ),
+        ("# (https", "#\n# (https", "port-citation"),
+    ],
+)
 def test_each_port_rule(old, new, rule):
     assert old in st.GEMM
     assert rule in rules(st.GEMM.replace(old, new, 1), PORT_RULE)
@@ -135,25 +165,28 @@ def test_each_port_rule(old, new, rule):
 
 def test_port_header_must_come_first():
     text = NATIVE + st.GEMM.replace(COPYRIGHT_LINE + "\n", "").replace(
-        st.GEMM.splitlines()[2] + "\n", "")
+        st.GEMM.splitlines()[2] + "\n", ""
+    )
     assert "port-header" in rules(text, PORT_RULE)
 
 
 def test_port_copyright_may_wrap_and_change_years():
-    text = st.GEMM.replace("), Copyright (c) 2025 Example Corp", "),\n# Copyright (c) 2023-2026\n"
-                           "#   Example Corp")
+    text = st.GEMM.replace(
+        "), Copyright (c) 2025 Example Corp", "),\n# Copyright (c) 2023-2026\n#   Example Corp"
+    )
     assert rules(text, PORT_RULE) == []
 
 
 def test_other_commits_are_accepted():
     up = replace(st.MLA, other_commits=("a" * 40,))
-    assert rules(st.GEMM.replace(st.COMMIT, "a" * 40), FileRule("port", "Apache-2.0 AND MIT",
-                                                                  up)) == []
+    assert (
+        rules(st.GEMM.replace(st.COMMIT, "a" * 40), FileRule("port", "Apache-2.0 AND MIT", up))
+        == []
+    )
 
 
 def test_required_text_present_in_order():
-    assert rules(st.REDUCE.replace(f"# {st.BSD_TEXT[0]}\n", ""), OVERRIDE_RULE) == \
-        ["required-text"]
+    assert rules(st.REDUCE.replace(f"# {st.BSD_TEXT[0]}\n", ""), OVERRIDE_RULE) == ["required-text"]
     rewrapped = st.REDUCE.replace(st.BSD_TEXT[1], st.BSD_TEXT[1].replace(" may ", "\n# may "))
     assert rules(rewrapped, OVERRIDE_RULE) == []
 
@@ -171,9 +204,17 @@ def test_syntax_error_in_a_port_is_reported():
 
 # --- policy -> rule -----------------------------------------------------------------------
 
+
 def _dist(policy, tmp_path=Path("/nonexistent")):
-    return Distribution("tirx-kernels-demo", tmp_path, policy, "family", "demo",
-                        "tirx_kernels.demo", tmp_path / "src/tirx_kernels/demo")
+    return Distribution(
+        "tirx-kernels-demo",
+        tmp_path,
+        policy,
+        "family",
+        "demo",
+        "tirx_kernels.demo",
+        tmp_path / "src/tirx_kernels/demo",
+    )
 
 
 def test_rule_for_follows_the_policy():
@@ -191,8 +232,9 @@ def test_rule_for_follows_the_policy():
 
 
 def test_override_upstream_defaults_to_the_family():
-    policy = replace(st.DEMO_POLICY, overrides={"r.py": FileOverride("Apache-2.0 AND BSD-3-Clause",
-                                                                     ("text",))})
+    policy = replace(
+        st.DEMO_POLICY, overrides={"r.py": FileOverride("Apache-2.0 AND BSD-3-Clause", ("text",))}
+    )
     assert rule_for(_dist(policy), "r.py").upstream is st.MLA
 
 
@@ -200,22 +242,37 @@ def test_expected_expression_is_the_union():
     assert expected_expression(_dist(st.DEMO_POLICY)) == "Apache-2.0 AND BSD-3-Clause AND MIT"
     flashinfer_like = LicensePolicy("Apache-2.0", Upstream("F", "https://x/f", "Apache-2.0", "c"))
     assert expected_expression(_dist(flashinfer_like)) == "Apache-2.0"
-    meta = Distribution("tirx-kernels", Path("/"), LicensePolicy("Apache-2.0"), "other",
-                        dependencies=["tirx-kernels-demo"])
-    assert expected_expression(meta, [meta, _dist(st.DEMO_POLICY)]) == \
-        "Apache-2.0 AND BSD-3-Clause AND MIT"
+    meta = Distribution(
+        "tirx-kernels",
+        Path("/"),
+        LicensePolicy("Apache-2.0"),
+        "other",
+        dependencies=["tirx-kernels-demo"],
+    )
+    assert (
+        expected_expression(meta, [meta, _dist(st.DEMO_POLICY)])
+        == "Apache-2.0 AND BSD-3-Clause AND MIT"
+    )
 
 
 def test_upstream_texts_default_from_the_url():
     up = Upstream("FlashMLA", "https://github.com/deepseek-ai/FlashMLA", "MIT", "c")
     assert up.texts == ("licenses/flashmla-LICENSE.txt",)
-    fa = Upstream("FA", "https://github.com/Dao-AILab/flash-attention", "BSD-3-Clause", "c",
-                  license_texts=("licenses/flash-attention-LICENSE.txt",
-                                 "licenses/flash-attention-AUTHORS.txt"))
+    fa = Upstream(
+        "FA",
+        "https://github.com/Dao-AILab/flash-attention",
+        "BSD-3-Clause",
+        "c",
+        license_texts=(
+            "licenses/flash-attention-LICENSE.txt",
+            "licenses/flash-attention-AUTHORS.txt",
+        ),
+    )
     assert len(fa.texts) == 2
 
 
 # --- pyproject / tree -----------------------------------------------------------------------
+
 
 @pytest.fixture
 def tree(tmp_path):
@@ -231,11 +288,14 @@ def test_synthetic_tree_is_clean(tree):
     assert _audit(tree) == []
 
 
-@pytest.mark.parametrize("old,new", [
-    ('license = "Apache-2.0"', 'license = {text = "Apache-2.0"}'),
-    ('license = "Apache-2.0"', 'dynamic = ["license"]'),
-    ('license = "Apache-2.0"', 'license = "Apache-2.0 AND NotALicense"'),
-])
+@pytest.mark.parametrize(
+    "old,new",
+    [
+        ('license = "Apache-2.0"', 'license = {text = "Apache-2.0"}'),
+        ('license = "Apache-2.0"', 'dynamic = ["license"]'),
+        ('license = "Apache-2.0"', 'license = "Apache-2.0 AND NotALicense"'),
+    ],
+)
 def test_pyproject_license_must_be_a_valid_static_expression(tree, old, new):
     pytest.importorskip("packaging.licenses")
     path = tree / "packages/plain/pyproject.toml"
@@ -265,6 +325,7 @@ def test_missing_upstream_license_text_content(tree):
 
 # --- wheels --------------------------------------------------------------------------------
 
+
 def _rewrite_metadata(wheel, edit):
     src = zipfile.ZipFile(wheel)
     out = wheel.with_name("edited-" + wheel.name)
@@ -275,14 +336,21 @@ def _rewrite_metadata(wheel, edit):
     return out
 
 
-@pytest.mark.parametrize("edit,rule", [
-    (lambda m: m.replace("Metadata-Version: 2.4", "Metadata-Version: 2.1"), "wheel-metadata"),
-    (lambda m: "\n".join(x for x in m.splitlines() if not x.startswith("License-Expression")),
-     "wheel-metadata"),
-    (lambda m: m.replace("License-File: NOTICE\n", ""), "wheel-license-file"),
-    (lambda m: m + "License-File: AUTHORS\n", "wheel-license-file"),
-    (lambda m: m.replace("tirx-kernels-demo", "someone-else"), "wheel-unknown"),
-])
+@pytest.mark.parametrize(
+    "edit,rule",
+    [
+        (lambda m: m.replace("Metadata-Version: 2.4", "Metadata-Version: 2.1"), "wheel-metadata"),
+        (
+            lambda m: "\n".join(
+                x for x in m.splitlines() if not x.startswith("License-Expression")
+            ),
+            "wheel-metadata",
+        ),
+        (lambda m: m.replace("License-File: NOTICE\n", ""), "wheel-license-file"),
+        (lambda m: m + "License-File: AUTHORS\n", "wheel-license-file"),
+        (lambda m: m.replace("tirx-kernels-demo", "someone-else"), "wheel-unknown"),
+    ],
+)
 def test_wheel_metadata_rules(tree, tmp_path, edit, rule):
     out = tmp_path / "w"
     out.mkdir()
@@ -306,9 +374,12 @@ def test_not_a_wheel(tmp_path):
 
 # --- fix -------------------------------------------------------------------------------------
 
+
 def test_add_native_header_keeps_shebang():
-    assert add_native_header("#!/bin/env python\nx = 1\n") == \
-        "#!/bin/env python\n" + NATIVE + "x = 1\n"
+    assert (
+        add_native_header("#!/bin/env python\nx = 1\n")
+        == "#!/bin/env python\n" + NATIVE + "x = 1\n"
+    )
     assert add_native_header("x = 1\n") == NATIVE + "x = 1\n"
 
 
@@ -366,8 +437,9 @@ def test_a_family_names_its_own_copyright_holder(tree):
         path.write_text(path.read_text().replace("Copyright TIRx authors", "Copyright Acme Corp"))
     dists = st.distributions(tree)
     dists[1].policy = ACME
-    plain_files = [f for f in audit(dists, Repo(tree, walk(tree)))
-                   if "packages/plain/src" in f.path]
+    plain_files = [
+        f for f in audit(dists, Repo(tree, walk(tree))) if "packages/plain/src" in f.path
+    ]
     assert plain_files == []
     dists[1].policy = st.PLAIN_POLICY  # the files no longer carry the TIRx line
     assert "tirx-copyright" in {f.rule for f in audit(dists, Repo(tree, walk(tree)))}

@@ -28,15 +28,20 @@ def check_sbom(path: Path, dists) -> dict:
     data = json.loads(path.read_text())
     assert data["spdxVersion"] == "SPDX-2.3"
     by_name = {p["name"]: p for p in data["packages"]}
-    rels = {(r["spdxElementId"], r["relationshipType"], r["relatedSpdxElement"])
-            for r in data["relationships"]}
+    rels = {
+        (r["spdxElementId"], r["relationshipType"], r["relatedSpdxElement"])
+        for r in data["relationships"]
+    }
     for d in dists:
         pkg = by_name[d.name]
         assert pkg["versionInfo"] == d.version
         assert pkg["licenseDeclared"] == d.policy.expression
         assert ("SPDXRef-DOCUMENT", "DESCRIBES", pkg["SPDXID"]) in rels
-        assert {"referenceCategory": "PACKAGE_MANAGER", "referenceType": "purl",
-                "referenceLocator": f"pkg:pypi/{d.name}@{d.version}"} in pkg["externalRefs"]
+        assert {
+            "referenceCategory": "PACKAGE_MANAGER",
+            "referenceType": "purl",
+            "referenceLocator": f"pkg:pypi/{d.name}@{d.version}",
+        } in pkg["externalRefs"]
         up = d.policy.upstream
         if up is None:
             continue
@@ -45,8 +50,7 @@ def check_sbom(path: Path, dists) -> dict:
         assert upstream["downloadLocation"] == f"git+{up.url}@{up.commit}"
         assert upstream["licenseDeclared"] == up.spdx
         assert (pkg["SPDXID"], "DESCENDANT_OF", upstream["SPDXID"]) in rels
-        ported = [f for f in data["files"]
-                  if (pkg["SPDXID"], "CONTAINS", f["SPDXID"]) in rels]
+        ported = [f for f in data["files"] if (pkg["SPDXID"], "CONTAINS", f["SPDXID"]) in rels]
         assert ported, d.name
         for f in ported:
             assert f["licenseConcluded"] and f["licenseInfoInFiles"]

@@ -19,9 +19,14 @@ from tirx_kernels.core.license import selftest as st
 
 def _audit(cwd, *args):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, "-m", "tirx_kernels.core.license", "audit",
-                           "--json", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tirx_kernels.core.license", "audit", "--json", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
     return proc.returncode, json.loads(proc.stdout) if proc.stdout.strip() else None, proc
 
@@ -48,7 +53,8 @@ def test_a_third_party_file_with_the_tirx_holder_is_caught(acme):
     code, report, _ = _audit(acme, "--package", "acme")
     assert code == 1
     assert {(f["rule"], f["path"]) for f in report["findings"]} >= {
-        ("tirx-copyright", "src/tirx_kernels/acme/rms.py")}
+        ("tirx-copyright", "src/tirx_kernels/acme/rms.py")
+    }
 
 
 def test_a_broken_third_party_plugin_is_the_finding(tmp_path):
@@ -81,8 +87,10 @@ def _editable_acme(tmp_path):
     site = tmp_path / "site"
     info = site / "tirx_kernels_acme-1.2.0.dist-info"
     info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.4\nName: tirx-kernels-acme\n"
-                                   "Version: 1.2.0\nLicense-Expression: Apache-2.0\n")
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.4\nName: tirx-kernels-acme\n"
+        "Version: 1.2.0\nLicense-Expression: Apache-2.0\n"
+    )
     (info / "entry_points.txt").write_text("[tirx_kernels]\nacme = tirx_kernels.acme.plugin\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = os.pathsep.join([str(site), str(acme / "src")])
@@ -94,9 +102,14 @@ def test_an_editable_out_of_tree_family_is_audited_against_its_own_repository(tm
     root = Path(__file__).resolve().parents[2]
 
     def audit_here():
-        proc = subprocess.run([sys.executable, "-m", "tirx_kernels.core.license", "audit",
-                               "--json"], cwd=root, env=env, capture_output=True, text=True,
-                              timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "tirx_kernels.core.license", "audit", "--json"],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert "Traceback" not in proc.stderr, proc.stderr
         return proc.returncode, json.loads(proc.stdout)
 

@@ -56,10 +56,10 @@ def _corrupt(wheel, member):
         info = zf.getinfo(member)
     data = bytearray(wheel.read_bytes())
     # local header: 30 bytes + name + extra, then the compressed data
-    name_len = int.from_bytes(data[info.header_offset + 26:info.header_offset + 28], "little")
-    extra_len = int.from_bytes(data[info.header_offset + 28:info.header_offset + 30], "little")
+    name_len = int.from_bytes(data[info.header_offset + 26 : info.header_offset + 28], "little")
+    extra_len = int.from_bytes(data[info.header_offset + 28 : info.header_offset + 30], "little")
     start = info.header_offset + 30 + name_len + extra_len
-    data[start:start + info.compress_size] = b"\xff" * info.compress_size
+    data[start : start + info.compress_size] = b"\xff" * info.compress_size
     wheel.write_bytes(bytes(data))
 
 
@@ -84,9 +84,12 @@ def test_a_corrupt_member_is_a_finding_naming_wheel_and_member(tree, tmp_path):
 def test_cli_on_a_corrupt_wheel_prints_one_line_and_no_traceback(tree, tmp_path):
     wheel = _deflated_wheel(tree, tmp_path)
     _corrupt(wheel, "tirx_kernels_demo-0.1.0.dist-info/METADATA")
-    proc = subprocess.run([sys.executable, "-m", "tirx_kernels.core.license", "audit",
-                           "--wheel", str(wheel)], capture_output=True, text=True,
-                          cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tirx_kernels.core.license", "audit", "--wheel", str(wheel)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert proc.returncode in (1, 2)
     assert "Traceback" not in proc.stdout + proc.stderr
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if wheel.name in line]

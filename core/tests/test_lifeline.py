@@ -13,8 +13,9 @@ CHILD = "from tirx_kernels.core.lifeline import die_with_parent; die_with_parent
 
 
 def run_child(env):
-    return subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_a_child_whose_parent_is_already_gone_dies_at_once():

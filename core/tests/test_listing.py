@@ -18,8 +18,7 @@ print(json.dumps({"code": code, "heavy": heavy, "kernels": len(json.loads(out.ge
 
 
 def test_list_imports_neither_torch_nor_tvm_tirx():
-    p = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
-                       timeout=60)
+    p = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60)
     data = json.loads(p.stdout)
     assert data["code"] == 0
     assert data["heavy"] == []

@@ -24,32 +24,38 @@ def test_good_meta_passes():
     validate_meta(GOOD, where="m", category="basic")
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"name": None}, "missing required key 'name'"),
-    ({"archs": "sm_90a"}, "must be list"),
-    ({"compute_capability": 90}, "write the major version (9 for SM90)"),
-    ({"compute_capability": 100, "archs": ["sm_100a"]}, "10 for SM100"),
-    ({"compute_capability": True}, "must be int"),
-    ({"archs": []}, "exact archs"),
-    ({"archs": ["hopper"]}, "not an exact arch"),
-    ({"archs": ["sm_100a"]}, "does not belong to compute_capability 9"),
-    ({"name": "Bad-Name"}, "lower_snake_case"),
-    ({"extra": 1}, "unknown keys"),
-    ({"category": "flashinfer"}, "family's category is 'basic'"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"name": None}, "missing required key 'name'"),
+        ({"archs": "sm_90a"}, "must be list"),
+        ({"compute_capability": 90}, "write the major version (9 for SM90)"),
+        ({"compute_capability": 100, "archs": ["sm_100a"]}, "10 for SM100"),
+        ({"compute_capability": True}, "must be int"),
+        ({"archs": []}, "exact archs"),
+        ({"archs": ["hopper"]}, "not an exact arch"),
+        ({"archs": ["sm_100a"]}, "does not belong to compute_capability 9"),
+        ({"name": "Bad-Name"}, "lower_snake_case"),
+        ({"extra": 1}, "unknown keys"),
+        ({"category": "flashinfer"}, "family's category is 'basic'"),
+    ],
+)
 def test_bad_meta_is_rejected_with_the_fix(changes, message):
     with pytest.raises(MetaError) as e:
         validate_meta(meta(**changes), where="mod.py", category="basic")
     assert message in str(e.value) and "mod.py" in str(e.value)
 
 
-@pytest.mark.parametrize("configs, message", [
-    ([], "non-empty list"),
-    ([{"M": 1}], "needs a non-empty string 'label'"),
-    ([{"label": " "}], "non-empty string"),
-    ([{"label": "a"}, {"label": "a"}], "used twice"),
-    (["a"], "must be a dict"),
-])
+@pytest.mark.parametrize(
+    "configs, message",
+    [
+        ([], "non-empty list"),
+        ([{"M": 1}], "needs a non-empty string 'label'"),
+        ([{"label": " "}], "non-empty string"),
+        ([{"label": "a"}, {"label": "a"}], "used twice"),
+        (["a"], "must be a dict"),
+    ],
+)
 def test_bad_configs(configs, message):
     with pytest.raises(MetaError, match=message):
         validate_configs(configs, where="m")
@@ -88,8 +94,7 @@ def test_meta_must_be_a_literal(tmp_path):
 def test_configs_calling_code_are_not_evaluated(tmp_path):
     src = tmp_path / "k.py"
     src.write_text(
-        "KERNEL_META = {'name': 'k'}\n"
-        "CONFIGS = [{'label': str(__import__('os').getpid())}]\n"
+        "KERNEL_META = {'name': 'k'}\nCONFIGS = [{'label': str(__import__('os').getpid())}]\n"
     )
     with pytest.raises(MetaError, match="CONFIGS is not statically evaluable.*line 2: calls"):
         read_module_info(src)
@@ -131,8 +136,7 @@ def test_configs_shared_through_a_sibling_module_are_read_without_importing(tmp_
     info = read_module_info(pkg / "k.py")
     assert [c["label"] for c in info.configs] == ["t1", "t7"]
     assert info.bench_configs[1] == {"label": "t7", "tokens": 7, "big": True}
-    (pkg / "k.py").write_text("from ._shared import DYNAMIC\nKERNEL_META = {}\n"
-                              "CONFIGS = DYNAMIC\n")
+    (pkg / "k.py").write_text("from ._shared import DYNAMIC\nKERNEL_META = {}\nCONFIGS = DYNAMIC\n")
     with pytest.raises(MetaError, match="DYNAMIC of _shared.py"):
         read_module_info(pkg / "k.py")
 
@@ -147,7 +151,12 @@ def test_config_dtypes_are_torch_names():
 
 
 def test_meta_dtypes_are_torch_names():
-    meta = {"name": "k", "category": "c", "compute_capability": 9, "archs": ["sm_90a"],
-            "dtypes": ["bfloat16", "fp16"]}
+    meta = {
+        "name": "k",
+        "category": "c",
+        "compute_capability": 9,
+        "archs": ["sm_90a"],
+        "dtypes": ["bfloat16", "fp16"],
+    }
     with pytest.raises(MetaError, match=r"dtypes'\] has \['fp16'\]"):
         validate_meta(meta, where="m")

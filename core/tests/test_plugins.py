@@ -49,17 +49,23 @@ def test_family_failing_validation_is_skipped(fake_site):
 
 
 def test_plugin_returning_wrong_type_is_broken(fake_site):
-    fake_site.family("weird", plugin=HEADER + (
-        "from tirx_kernels.core import hookimpl\n"
-        "@hookimpl\ndef tirx_kernels_family():\n    return {'name': 'weird'}\n"))
+    fake_site.family(
+        "weird",
+        plugin=HEADER
+        + (
+            "from tirx_kernels.core import hookimpl\n"
+            "@hookimpl\ndef tirx_kernels_family():\n    return {'name': 'weird'}\n"
+        ),
+    )
     _, loaded, broken = load_families()
     assert loaded == [] and "must return a Family" in broken[0].error
 
 
 def test_entry_point_name_must_match_family_name(fake_site):
     pkg = fake_site.family("gamma")
-    (pkg / "plugin.py").write_text((pkg / "plugin.py").read_text().replace(
-        "name='gamma'", "name='other'"))
+    (pkg / "plugin.py").write_text(
+        (pkg / "plugin.py").read_text().replace("name='gamma'", "name='other'")
+    )
     _, loaded, broken = load_families()
     assert loaded == [] and "name them the same" in broken[0].error
 
@@ -119,8 +125,12 @@ def install_impostor(fake_site):
     """The real family ``alpha`` and an out-of-tree one whose entry point and Family are also
     named ``alpha`` (another distribution, another package)."""
     fake_site.family("alpha")
-    fake_site.family("alpha", {"kern": kernel_source("evil_kern", "alpha")}, package="impostor",
-                     dist="evil-alpha")
+    fake_site.family(
+        "alpha",
+        {"kern": kernel_source("evil_kern", "alpha")},
+        package="impostor",
+        dist="evil-alpha",
+    )
 
 
 def test_a_family_name_taken_twice_is_refused_naming_both(fake_site, monkeypatch):
@@ -143,8 +153,12 @@ def test_family_name_conflict_at_the_command_line(fake_site):
 
     install_impostor(fake_site)
     for args in (["list"], ["test", "--kernel", "alpha_kern"], ["--strict", "plugins"]):
-        p = subprocess.run([sys.executable, "-m", "tirx_kernels.core.cli", *args],
-                           capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [sys.executable, "-m", "tirx_kernels.core.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert p.returncode == 2, (args, p.stdout, p.stderr)
         [line] = p.stderr.strip().splitlines()
         assert "fake-alpha" in line and "evil-alpha" in line
@@ -152,8 +166,9 @@ def test_family_name_conflict_at_the_command_line(fake_site):
 
 def raising_register_plugin(name):
     plugin = HEADER + PLUGIN.format(kernels=("kern",), name=name, category=name)
-    return plugin.replace("    for k in KERNELS:\n", "    raise KeyError('no such table')\n"
-                          "    for k in KERNELS:\n")
+    return plugin.replace(
+        "    for k in KERNELS:\n", "    raise KeyError('no such table')\n    for k in KERNELS:\n"
+    )
 
 
 def test_failing_register_hook_debug_traceback_and_strict_type(fake_site, monkeypatch, capsys):

@@ -39,8 +39,9 @@ def test_a_conforming_module_passes_and_is_a_kernel_module():
     assert isinstance(mod, KernelModule)
 
 
-@pytest.mark.parametrize("member", ["KERNEL_META", "CONFIGS", "PUBLIC_OPS", "get_kernel",
-                                    "prepare_data", "run_test"])
+@pytest.mark.parametrize(
+    "member", ["KERNEL_META", "CONFIGS", "PUBLIC_OPS", "get_kernel", "prepare_data", "run_test"]
+)
 def test_a_missing_member_is_named(member):
     with pytest.raises(ProtocolError, match=rf"fake_family\.kern: missing required \w* ?{member}"):
         validate_module(module(**{member: None}), CONFIGS)
@@ -91,7 +92,9 @@ def test_an_unregistered_public_op_is_named():
         validate_module(module(PUBLIC_OPS=("no_such_op",)), CONFIGS)
 
 
-BROKEN = HEADER + '''
+BROKEN = (
+    HEADER
+    + """
 KERNEL_META = {"name": "broken_kern", "category": "proto", "compute_capability": 9,
                "archs": ["sm_90a"]}
 CONFIGS = [{"label": "a", "hidden": 8}]
@@ -104,13 +107,18 @@ def get_kernel(hidden):
 
 def run_test(hidden):
     return None
-'''
+"""
+)
 
 
 def test_a_broken_module_is_an_error_row_in_tirx_run(fake_site):
     fake_site.family("proto", {"kern": BROKEN}, protocol=False)
-    out = subprocess.run([sys.executable, "-m", "tirx_kernels.core.cli", "test", "--json"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "tirx_kernels.core.cli", "test", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 1, out.stderr
     rows = json.loads(out.stdout)["results"]
     assert [r["status"] for r in rows] == ["ERROR"]
@@ -121,7 +129,18 @@ def test_check_imports_fails_on_a_broken_module(fake_site, tmp_path):
     fake_site.family("proto", {"kern": BROKEN}, protocol=False)
     suite = tmp_path / "w.yaml"
     suite.write_text("workloads:\n  - {kernel: broken_kern, config: a, default: true}\n")
-    out = subprocess.run([sys.executable, "-m", "tirx_kernels.core.suite", "--check-imports",
-                          "--workloads", str(suite)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tirx_kernels.core.suite",
+            "--check-imports",
+            "--workloads",
+            str(suite),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 1
     assert "missing required function prepare_data" in out.stdout + out.stderr

@@ -30,8 +30,9 @@ def test_tile_kernel_source(mode):
 
 
 @needs_nvcc
-@pytest.mark.parametrize("mode, n, k, dtype", [(Swizzle.B128, 256, 64, "bfloat16"),
-                                               (Swizzle.B64, 64, 128, "float16")])
+@pytest.mark.parametrize(
+    "mode, n, k, dtype", [(Swizzle.B128, 256, 64, "bfloat16"), (Swizzle.B64, 64, 128, "float16")]
+)
 def test_tile_kernel_cubin(mode, n, k, dtype):
     assert len(toolchain.compile_cubin(make_tile_kernel(n, k, mode, dtype))) > 0
 
@@ -67,8 +68,12 @@ def test_gemm_cluster_multicast_cubin():
 
 def test_gemm_rejects_unsupported_shapes():
     gemm = pytest.importorskip("tirx_kernels.basic._gemm_tirx")
-    for bad in [dict(M=64, N=64, K=100), dict(M=64, N=100, K=64), dict(M=0, N=64, K=64),
-                dict(M=65536, N=65536, K=64)]:
+    for bad in [
+        dict(M=64, N=64, K=100),
+        dict(M=64, N=100, K=64),
+        dict(M=0, N=64, K=64),
+        dict(M=65536, N=65536, K=64),
+    ]:
         with pytest.raises(ValueError):
             gemm.make_gemm(dtype="bfloat16", **bad)
     with pytest.raises(ValueError):

@@ -36,8 +36,9 @@ print(json.dumps({{"err": err}}))
 
 
 def _child(code, timeout=300):
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=timeout)
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -50,8 +51,15 @@ def test_tile_kernel(mode, n, k, dtype):
     assert err <= 4 * k**0.5 * (2**-8 if dtype == "bfloat16" else 2**-11) + 1e-3
 
 
-@pytest.mark.parametrize("label", ["bf16_m333_n520_k264", "bf16_m1000_n1000_k1000",
-                                   "fp16_m64_n4096_k8192", "bf16_m4096_n4096_k4096"])
+@pytest.mark.parametrize(
+    "label",
+    [
+        "bf16_m333_n520_k264",
+        "bf16_m1000_n1000_k1000",
+        "fp16_m64_n4096_k8192",
+        "bf16_m4096_n4096_k4096",
+    ],
+)
 def test_gemm_through_blocks(label):
     code = f"""
 import json

@@ -20,8 +20,12 @@ def reference_offset(row, col, rows, eb, mode):
     per = span // eb
     block, inner = divmod(col, per)
     chunk, byte = divmod(inner * eb, 16)
-    f = {Swizzle.NONE: 0, Swizzle.B32: (row // 4) % 2, Swizzle.B64: (row // 2) % 4,
-         Swizzle.B128: row % 8}[mode]
+    f = {
+        Swizzle.NONE: 0,
+        Swizzle.B32: (row // 4) % 2,
+        Swizzle.B64: (row // 2) % 4,
+        Swizzle.B128: row % 8,
+    }[mode]
     return block * rows * span + row * span + (chunk ^ f) * 16 + byte
 
 
@@ -80,6 +84,5 @@ def test_tirx_layout_agrees(mode, shape):
             for c in range(0, cols, 5):
                 coord = (s, r, c) if len(shape) == 3 else (r, c)
                 got = int(layout.apply(*coord, shape=list(shape))["m"]) * 2
-                want = s * rows * cols * 2 + tile_offset(r, c, rows=rows, elem_bytes=2,
-                                                         mode=mode)
+                want = s * rows * cols * 2 + tile_offset(r, c, rows=rows, elem_bytes=2, mode=mode)
                 assert got == want, (mode, coord)

@@ -33,7 +33,8 @@ def run_ring(stages, consumers, items, seed, producer_parity_flip=1, release_lag
         actor = rng.randrange(consumers + 2)
         if actor == consumers:  # producer
             if produced < items and ring.empty[prod.stage].try_wait_parity(
-                    prod.phase ^ producer_parity_flip):
+                prod.phase ^ producer_parity_flip
+            ):
                 assert live[prod.stage] == 0, "producer overwrote a slot still being read"
                 ring.full[prod.stage].arrive(expect_tx=2)
                 pending_tx.append((prod.stage, produced))
@@ -60,13 +61,15 @@ def run_ring(stages, consumers, items, seed, producer_parity_flip=1, release_lag
     return reads
 
 
-@pytest.mark.parametrize("stages, release_lag",
-                         [(1, 0), (2, 0), (2, 1), (4, 0), (4, 1), (4, 3), (7, 1)])
+@pytest.mark.parametrize(
+    "stages, release_lag", [(1, 0), (2, 0), (2, 1), (4, 0), (4, 1), (4, 3), (7, 1)]
+)
 @pytest.mark.parametrize("consumers", [1, 2, 8])
 def test_ring_delivers_in_order(stages, consumers, release_lag):
     for seed in range(5):
-        reads = run_ring(stages, consumers, items=3 * stages + 5, seed=seed,
-                         release_lag=release_lag)
+        reads = run_ring(
+            stages, consumers, items=3 * stages + 5, seed=seed, release_lag=release_lag
+        )
         assert all(r == list(range(3 * stages + 5)) for r in reads)
 
 

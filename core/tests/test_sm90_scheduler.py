@@ -11,8 +11,16 @@ from tirx_kernels.core.sm90.scheduler import (
     persistent_grid,
 )
 
-SHAPES = [(1, 1, 8), (8, 4, 8), (9, 5, 8), (64, 32, 8), (5, 7, 2), (3, 16, 4), (17, 3, 1),
-          (1, 128, 8)]
+SHAPES = [
+    (1, 1, 8),
+    (8, 4, 8),
+    (9, 5, 8),
+    (64, 32, 8),
+    (5, 7, 2),
+    (3, 16, 4),
+    (17, 3, 1),
+    (1, 128, 8),
+]
 
 
 @pytest.mark.parametrize("num_m, num_n, group_m", SHAPES)
@@ -57,8 +65,11 @@ def test_tir_grouped_tile_matches_model(num_m, num_n, group_m):
     em, en = dsl.grouped_tile(t, num_m, num_n, group_m)
     ana = Analyzer()
     for tile in range(num_m * num_n):
+
         def at(e, tile=tile):
             e = tvm_ffi.structural_map(
-                e, (Var, lambda v: IntImm("int32", tile) if v.same_as(t) else v), order="post")
+                e, (Var, lambda v: IntImm("int32", tile) if v.same_as(t) else v), order="post"
+            )
             return int(ana.simplify(e))
+
         assert (at(em), at(en)) == grouped_tile(tile, num_m, num_n, group_m)

@@ -81,7 +81,11 @@ def test_kstep_offsets_walk_the_tile(mode):
         if mode == Swizzle.NONE:  # second core matrix of the slice is LBO further along K
             assert off + lbo == tile_offset(0, 16 * k + 8, rows=rows, elem_bytes=2, mode=mode)
     assert [kstep_offset(k, rows=128, elem_bytes=2, mode=Swizzle.B128) for k in range(4)] == [
-        0, 32, 64, 96]
+        0,
+        32,
+        64,
+        96,
+    ]
 
 
 @pytest.mark.parametrize("n", [8, 16, 64, 128, 192, 256])
@@ -97,8 +101,7 @@ def test_accumulator_fragment_pairs_and_warp_rows():
             (r0, c0), (r1, c1) = acc_coord(t, i), acc_coord(t, i + 1)
             assert r0 == r1 and c1 == c0 + 1 and c0 % 2 == 0  # one packed 32-bit store
             assert r0 // 16 == t // 32  # warp w owns rows 16w .. 16w+15
-    assert acc_coord(0, 0) == (0, 0) and acc_coord(5, 2) == (9, 2) and acc_coord(37, 7) == (
-        25, 11)
+    assert acc_coord(0, 0) == (0, 0) and acc_coord(5, 2) == (9, 2) and acc_coord(37, 7) == (25, 11)
 
 
 def test_a_fragment_covers_tile_once():

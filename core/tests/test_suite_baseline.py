@@ -12,30 +12,57 @@ from tirx_kernels.core.suite.results import save_json
 
 
 def row(kernel, config, status="PASS", tirx=10.0, torch=15.0, spread=0.02, timer="proton"):
-    r = {"kernel": kernel, "config": config, "family": "fam", "status": status, "detail": "",
-         "gpu_name": "NVIDIA H200", "gpu_model": "nvidia-h200", "attempts": []}
+    r = {
+        "kernel": kernel,
+        "config": config,
+        "family": "fam",
+        "status": status,
+        "detail": "",
+        "gpu_name": "NVIDIA H200",
+        "gpu_model": "nvidia-h200",
+        "attempts": [],
+    }
     if status == "PASS":
         s = [tirx * (1 - spread / 2), tirx, tirx * (1 + spread / 2)]
-        r.update(timer=timer, impls_us={"tirx": tirx, "torch": torch},
-                 round_samples={"tirx": s, "torch": [torch] * 3}, errors={},
-                 ratio=torch / tirx, benchmark_protocol={"rounds": 3})
+        r.update(
+            timer=timer,
+            impls_us={"tirx": tirx, "torch": torch},
+            round_samples={"tirx": s, "torch": [torch] * 3},
+            errors={},
+            ratio=torch / tirx,
+            benchmark_protocol={"rounds": 3},
+        )
     else:
         r["detail"] = f"{status.lower()} detail\nmore"
     return r
 
 
-def run(rows, run_id="r1", dirty=False, commit="c" * 40, default_sweep=True, not_run=(),
-        interrupted=False):
-    return {"schema_version": 1, "run_id": run_id, "started": "2026-10-29T10:00:00+0000",
-            "duration_s": 12.5, "interrupted": interrupted, "rows": rows,
-            "options": {"rounds": 3, "cooldown_s": 1.0},
-            "summary": {"selected": len(rows) + len(not_run), "not_run": len(not_run)},
-            "not_run": [{"kernel": k, "config": c, "reason": "x"} for k, c in not_run],
-            "selection": {"default_sweep": default_sweep},
-            "provenance": {"git": {"commit": commit, "dirty": dirty},
-                           "gpus": [{"name": "NVIDIA H200", "uuid": "GPU-0",
-                                     "driver": "580.159.03"}],
-                           "versions": {"apache-tvm-tirx": "0.1.0a4", "torch": "2.11.0"}}}
+def run(
+    rows,
+    run_id="r1",
+    dirty=False,
+    commit="c" * 40,
+    default_sweep=True,
+    not_run=(),
+    interrupted=False,
+):
+    return {
+        "schema_version": 1,
+        "run_id": run_id,
+        "started": "2026-10-29T10:00:00+0000",
+        "duration_s": 12.5,
+        "interrupted": interrupted,
+        "rows": rows,
+        "options": {"rounds": 3, "cooldown_s": 1.0},
+        "summary": {"selected": len(rows) + len(not_run), "not_run": len(not_run)},
+        "not_run": [{"kernel": k, "config": c, "reason": "x"} for k, c in not_run],
+        "selection": {"default_sweep": default_sweep},
+        "provenance": {
+            "git": {"commit": commit, "dirty": dirty},
+            "gpus": [{"name": "NVIDIA H200", "uuid": "GPU-0", "driver": "580.159.03"}],
+            "versions": {"apache-tvm-tirx": "0.1.0a4", "torch": "2.11.0"},
+        },
+    }
 
 
 def baseline_rows(root):
@@ -43,17 +70,25 @@ def baseline_rows(root):
     return {(r["kernel"], r["config"]): r for r in doc["rows"]}, doc
 
 
-@pytest.mark.parametrize("doc, reason", [
-    (run([row("a", "x"), row("a", "y", "FAIL")]), "row a y is FAIL: fail detail"),
-    (run([row("a", "x"), row("a", "y", "TIMEOUT")]), "row a y is TIMEOUT"),
-    (run([row("a", "x"), row("a", "y", "BASELINE_ERROR")]), "row a y is BASELINE_ERROR"),
-    (run([row("a", "x")], dirty=True), "the checkout was dirty at commit cccccccccccc"),
-    (run([row("a", "x")], commit=None, dirty=None), "the checkout state is unknown"),
-    (run([row("a", "x")], not_run=[("a", "y")]), "the run is incomplete (1 workload(s) not run)"),
-    (run([row("a", "x")], interrupted=True), "interrupted"),
-    (run([row("a", "x")], default_sweep=False), "not a complete default sweep; promote a "
-                                                 "targeted run with --merge"),
-])
+@pytest.mark.parametrize(
+    "doc, reason",
+    [
+        (run([row("a", "x"), row("a", "y", "FAIL")]), "row a y is FAIL: fail detail"),
+        (run([row("a", "x"), row("a", "y", "TIMEOUT")]), "row a y is TIMEOUT"),
+        (run([row("a", "x"), row("a", "y", "BASELINE_ERROR")]), "row a y is BASELINE_ERROR"),
+        (run([row("a", "x")], dirty=True), "the checkout was dirty at commit cccccccccccc"),
+        (run([row("a", "x")], commit=None, dirty=None), "the checkout state is unknown"),
+        (
+            run([row("a", "x")], not_run=[("a", "y")]),
+            "the run is incomplete (1 workload(s) not run)",
+        ),
+        (run([row("a", "x")], interrupted=True), "interrupted"),
+        (
+            run([row("a", "x")], default_sweep=False),
+            "not a complete default sweep; promote a targeted run with --merge",
+        ),
+    ],
+)
 def test_promotion_refusals(tmp_path, doc, reason):
     with pytest.raises(B.PromotionRefused) as e:
         B.promote(doc, tmp_path)
@@ -78,8 +113,11 @@ def test_nothing_measured_is_refused_even_forced(tmp_path):
 def test_replace_drops_and_merge_keeps_unrelated_rows(tmp_path):
     B.promote(run([row("a", "x"), row("b", "x", tirx=20.0)], run_id="r1"), tmp_path)
     # a targeted run: merge updates a/x, adds c/x, keeps b/x
-    B.promote(run([row("a", "x", tirx=9.0), row("c", "x")], run_id="r2", default_sweep=False),
-              tmp_path, merge=True)
+    B.promote(
+        run([row("a", "x", tirx=9.0), row("c", "x")], run_id="r2", default_sweep=False),
+        tmp_path,
+        merge=True,
+    )
     rows, base = baseline_rows(tmp_path)
     assert sorted(rows) == [("a", "x"), ("b", "x"), ("c", "x")]
     assert rows[("a", "x")]["impls_us"]["tirx"] == 9.0 and rows[("a", "x")]["run_id"] == "r2"
@@ -98,23 +136,46 @@ def test_replace_drops_and_merge_keeps_unrelated_rows(tmp_path):
     # ... unless told to prune the rows the sweep no longer has
     done = B.promote(run([row("a", "x", tirx=8.0)], run_id="r4"), tmp_path, prune=True)
     rows, base = baseline_rows(tmp_path)
-    assert list(rows) == [("a", "x")] and done.pruned == [("nvidia-h200", "b", "x"),
-                                                          ("nvidia-h200", "c", "x")]
+    assert list(rows) == [("a", "x")] and done.pruned == [
+        ("nvidia-h200", "b", "x"),
+        ("nvidia-h200", "c", "x"),
+    ]
     assert base["history"][-1]["pruned"] == 2
 
 
 def test_compare_thresholds_from_noise(tmp_path):
-    B.promote(run([row("a", "x"), row("a", "y", spread=0.10), row("a", "z"),
-                   row("a", "t"), row("a", "gone")]), tmp_path)
-    after = run([row("a", "x", tirx=10.5),             # +5% > max(3%, 2*2%) = 4%: regression
-                 row("a", "y", tirx=11.5, spread=0.02),  # +15% < 2*10% = 20%: ok (noisy row)
-                 row("a", "z", tirx=8.0),              # -20%: faster
-                 row("a", "t", timer="event"),         # different timer: not compared
-                 row("a", "new"), row("a", "bad", "FAIL")], run_id="r2")
+    B.promote(
+        run(
+            [
+                row("a", "x"),
+                row("a", "y", spread=0.10),
+                row("a", "z"),
+                row("a", "t"),
+                row("a", "gone"),
+            ]
+        ),
+        tmp_path,
+    )
+    after = run(
+        [
+            row("a", "x", tirx=10.5),  # +5% > max(3%, 2*2%) = 4%: regression
+            row("a", "y", tirx=11.5, spread=0.02),  # +15% < 2*10% = 20%: ok (noisy row)
+            row("a", "z", tirx=8.0),  # -20%: faster
+            row("a", "t", timer="event"),  # different timer: not compared
+            row("a", "new"),
+            row("a", "bad", "FAIL"),
+        ],
+        run_id="r2",
+    )
     c = B.compare(after, tmp_path)
     verdicts = {r["config"]: r["verdict"] for r in c["rows"]}
-    assert verdicts == {"x": "regression", "y": "ok", "z": "faster",
-                        "t": "timer changed (proton -> event)", "new": "new row"}
+    assert verdicts == {
+        "x": "regression",
+        "y": "ok",
+        "z": "faster",
+        "t": "timer changed (proton -> event)",
+        "new": "new row",
+    }
     x = next(r for r in c["rows"] if r["config"] == "x")
     assert x["threshold"] == pytest.approx(0.04) and x["change"] == pytest.approx(0.05)
     y = next(r for r in c["rows"] if r["config"] == "y")
@@ -195,7 +256,9 @@ def test_promote_validates_the_new_baseline_before_writing(tmp_path):
         B.promote(bad, base, merge=True)
     assert (base / "nvidia-h200" / "baseline.json").read_bytes() == before
     assert sorted(p.name for p in (base / "nvidia-h200").iterdir()) == [
-        "baseline.json", "baseline.md"]  # no temp file left behind
+        "baseline.json",
+        "baseline.md",
+    ]  # no temp file left behind
 
 
 @pytest.mark.parametrize("damage", ["truncate", "not-json", "wrong-shape"])
@@ -205,8 +268,13 @@ def test_corrupt_baseline_is_one_line_in_compare_and_report(tmp_path, capsys, da
     B.promote(run([row("a", "x")]), base)
     path = base / "nvidia-h200" / "baseline.json"
     text = path.read_text()
-    path.write_text({"truncate": text[:len(text) // 2], "not-json": "",
-                     "wrong-shape": '{"schema_version": 1, "rows": {"a": 1}}'}[damage])
+    path.write_text(
+        {
+            "truncate": text[: len(text) // 2],
+            "not-json": "",
+            "wrong-shape": '{"schema_version": 1, "rows": {"a": 1}}',
+        }[damage]
+    )
     run_json = save_json(tmp_path / "r.json", run([row("a", "x")], run_id="r2"))
     for cmd in (["compare"], ["report", "--out-dir", str(tmp_path / "out")]):
         assert main([*cmd, str(run_json), "--baselines", str(base)]) == 2
@@ -214,9 +282,10 @@ def test_corrupt_baseline_is_one_line_in_compare_and_report(tmp_path, capsys, da
         assert str(path) in line and "git checkout" in line
 
 
-@pytest.mark.parametrize("field, value", [("gpu_model", "../escaped"),
-                                          ("gpu_model", "nvidia/../../escaped"),
-                                          ("run_id", "../escaped")])
+@pytest.mark.parametrize(
+    "field, value",
+    [("gpu_model", "../escaped"), ("gpu_model", "nvidia/../../escaped"), ("run_id", "../escaped")],
+)
 def test_paths_from_a_run_json_are_checked(tmp_path, capsys, field, value):
     """Row 9 of issue #27: gpu_model and run_id became paths unchecked."""
     doc = run([row("a", "x")])
@@ -240,11 +309,15 @@ def _without_config():
     return doc
 
 
-@pytest.mark.parametrize("doc, field", [
-    ({"schema_version": 1}, "run_id: missing"),
-    (_without_config(), "rows[0].config: missing"),
-    ("[1, 2]", "expected a JSON object, got list"),
-], ids=["schema-version-only", "row-without-config", "a-list"])
+@pytest.mark.parametrize(
+    "doc, field",
+    [
+        ({"schema_version": 1}, "run_id: missing"),
+        (_without_config(), "rows[0].config: missing"),
+        ("[1, 2]", "expected a JSON object, got list"),
+    ],
+    ids=["schema-version-only", "row-without-config", "a-list"],
+)
 def test_promote_of_an_incomplete_run_json_is_one_line(tmp_path, capsys, doc, field):
     """Row 13 of issue #27: `promote` of {"schema_version": 1} raised a KeyError."""
     path = tmp_path / "r.json"
@@ -267,8 +340,9 @@ def test_replace_with_mostly_skip_rows_keeps_the_baseline(tmp_path, capsys):
     """Row 2 of issue #27: 52 SKIP + 1 PASS shrank baseline.json from 65 rows to 1, exit 0."""
     base = tmp_path / "base"
     B.promote(run([row("k", f"c{i}", tirx=10.0 + i) for i in range(65)]), base)
-    sweep = run([row("k", "c0", tirx=9.0)] + [row("k", f"c{i}", "SKIP") for i in range(1, 53)],
-                run_id="r2")
+    sweep = run(
+        [row("k", "c0", tirx=9.0)] + [row("k", f"c{i}", "SKIP") for i in range(1, 53)], run_id="r2"
+    )
     sweep["rows"] += [row("k", f"c{i}", tirx=10.0 + i) for i in range(53, 65)]
     path = save_json(tmp_path / "r2.json", sweep)
     assert main(["promote", str(path), "--baselines", str(base)]) == 0
@@ -283,8 +357,10 @@ def test_replace_with_mostly_skip_rows_keeps_the_baseline(tmp_path, capsys):
 def test_prune_lists_what_it_removes_and_never_removes_a_skip(tmp_path, capsys):
     base = tmp_path / "base"
     B.promote(run([row("a", "x"), row("a", "skipped"), row("a", "gone")]), base)
-    sweep = save_json(tmp_path / "r2.json", run([row("a", "x", tirx=9.0),
-                                                 row("a", "skipped", "SKIP")], run_id="r2"))
+    sweep = save_json(
+        tmp_path / "r2.json",
+        run([row("a", "x", tirx=9.0), row("a", "skipped", "SKIP")], run_id="r2"),
+    )
     assert main(["promote", str(sweep), "--baselines", str(base), "--prune"]) == 0
     out = capsys.readouterr().out
     assert "removed nvidia-h200 a gone (not in this sweep)" in out

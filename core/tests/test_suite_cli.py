@@ -34,16 +34,17 @@ def suite(tmp_path, entries=("pass", "skip"), kernel="k", extra=""):
 
 def run_cli(tmp_path, registry, *args, **backend_kw):
     backend = FakeBackend(registry, tmp=tmp_path, **backend_kw)
-    code = main(["--out-dir", str(tmp_path / "out"), "--baselines", str(tmp_path / "base"),
-                 *args], backend=backend)
+    code = main(
+        ["--out-dir", str(tmp_path / "out"), "--baselines", str(tmp_path / "base"), *args],
+        backend=backend,
+    )
     runs = sorted((tmp_path / "out" / "runs").glob("*.json"), key=lambda p: p.stat().st_mtime)
     doc = json.loads(runs[-1].read_text()) if runs else None
     return code, doc, backend
 
 
 def test_sweep_writes_run_json_report_and_plot(tmp_path, capsys, clean_git):
-    code, doc, backend = run_cli(tmp_path, suite(tmp_path), "--rounds", "3", "--cooldown",
-                                 "0.5")
+    code, doc, backend = run_cli(tmp_path, suite(tmp_path), "--rounds", "3", "--cooldown", "0.5")
     err = capsys.readouterr().err
     assert code == 0, err
     assert doc["schema_version"] == 1 and doc["complete"] and not doc["interrupted"]
@@ -58,7 +59,11 @@ def test_sweep_writes_run_json_report_and_plot(tmp_path, capsys, clean_git):
     assert {"apache-tvm-tirx", "torch", "triton"} <= set(prov["versions"])
     row, skip = doc["rows"]
     assert (row["status"], row["impls_us"], row["ratio"], row["timer"]) == (
-        "PASS", {"tirx": 10.0, "torch": 15.0}, 1.5, "proton")
+        "PASS",
+        {"tirx": 10.0, "torch": 15.0},
+        1.5,
+        "proton",
+    )
     assert row["round_samples"]["tirx"] == [9.9, 10.0, 10.1]
     assert row["gpu_model"] == "nvidia-h200" and row["gpus"] == ["GPU-fake-0"]
     assert skip["status"] == "SKIP" and skip["detail"] == "needs flashinfer"
@@ -107,22 +112,25 @@ def test_ctrl_c_writes_the_partial_run_and_exits_130(tmp_path, capsys, clean_git
     assert doc["interrupted"] and not doc["complete"]
     assert [r["status"] for r in doc["rows"]] == ["PASS"]
     assert [(x["config"], x["reason"].split()[0]) for x in doc["not_run"]] == [
-        ("hang", "interrupted"), ("skip", "interrupted")]
+        ("hang", "interrupted"),
+        ("skip", "interrupted"),
+    ]
     assert backend.fake_executor.started[1].killed
-    assert "Interrupted" in (tmp_path / "out" / "reports" / doc["run_id"] / "report.md"
-                             ).read_text()
+    assert "Interrupted" in (tmp_path / "out" / "reports" / doc["run_id"] / "report.md").read_text()
 
 
 def test_partial_run_is_saved_after_every_row(tmp_path, clean_git, monkeypatch):
     saved = []
     real_save = cli.save_json
-    monkeypatch.setattr(cli, "save_json", lambda p, d: saved.append(json.loads(json.dumps(d)))
-                        or real_save(p, d))
+    monkeypatch.setattr(
+        cli, "save_json", lambda p, d: saved.append(json.loads(json.dumps(d))) or real_save(p, d)
+    )
     run_cli(tmp_path, suite(tmp_path, ("pass", "skip")))
     first = saved[0]
     assert [r["config"] for r in first["rows"]] == ["pass"]
-    assert first["not_run"] == [{"kernel": "k", "config": "skip",
-                                 "reason": "not finished (run in progress or killed)"}]
+    assert first["not_run"] == [
+        {"kernel": "k", "config": "skip", "reason": "not finished (run in progress or killed)"}
+    ]
     assert saved[-1]["complete"]
 
 
@@ -133,8 +141,10 @@ def test_regression_against_the_promoted_baseline_exits_3(tmp_path, capsys, clea
     run_json = tmp_path / "out" / "runs" / f"{doc['run_id']}.json"
     assert main(["promote", str(run_json), "--baselines", str(tmp_path / "base")]) == 0
     assert (tmp_path / "base" / "nvidia-h200" / "baseline.json").exists()
-    assert "| pass | proton | 10.00 | 15.00 | 1.500 |" in (
-        tmp_path / "base" / "nvidia-h200" / "baseline.md").read_text()
+    assert (
+        "| pass | proton | 10.00 | 15.00 | 1.500 |"
+        in (tmp_path / "base" / "nvidia-h200" / "baseline.md").read_text()
+    )
     slower = {("k", "pass"): {"tirx": 12.0, "torch": 15.0}}
     code, doc, _ = run_cli(tmp_path, reg, impls=slower)
     err = capsys.readouterr().err
@@ -149,19 +159,35 @@ def test_regression_against_the_promoted_baseline_exits_3(tmp_path, capsys, clea
     assert code == 0
     run_json = tmp_path / "out" / "runs" / f"{doc['run_id']}.json"
     assert main(["compare", str(run_json), "--baselines", str(tmp_path / "base")]) == 3
-    assert main(["compare", str(run_json), "--baselines", str(tmp_path / "base"),
-                 "--threshold", "30"]) == 0
-    assert main(["report", str(run_json), "--baselines", str(tmp_path / "base"),
-                 "--out-dir", str(tmp_path / "out2")]) == 0
+    assert (
+        main(["compare", str(run_json), "--baselines", str(tmp_path / "base"), "--threshold", "30"])
+        == 0
+    )
+    assert (
+        main(
+            [
+                "report",
+                str(run_json),
+                "--baselines",
+                str(tmp_path / "base"),
+                "--out-dir",
+                str(tmp_path / "out2"),
+            ]
+        )
+        == 0
+    )
 
 
 def test_json_summary_on_stdout(tmp_path, capsys, clean_git):
-    code, doc, _ = run_cli(tmp_path, suite(tmp_path, ("pass", "baseline_error")), "--json",
-                           "--keep-going")
+    code, doc, _ = run_cli(
+        tmp_path, suite(tmp_path, ("pass", "baseline_error")), "--json", "--keep-going"
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 1 and out["exit_code"] == 1 and out["run_id"] == doc["run_id"]
     assert [(r["config"], r["status"]) for r in out["rows"]] == [
-        ("pass", "PASS"), ("baseline_error", "BASELINE_ERROR")]
+        ("pass", "PASS"),
+        ("baseline_error", "BASELINE_ERROR"),
+    ]
     assert "reference 'flashinfer' failed" in out["rows"][1]["detail"]
     assert out["summary"]["BASELINE_ERROR"] == 1
 
@@ -178,15 +204,27 @@ def test_no_gpu_skips_cleanly(tmp_path, capsys, clean_git):
 def test_multi_gpu_sweep_spreads_over_all_gpus(tmp_path, clean_git):
     entries = ("pass",)
     f = write_yaml(tmp_path, "k.yaml", "kernel: k\nconfigs: [{config: pass, default: true}]")
-    g = write_yaml(tmp_path, "g.yaml",
-                   "kernel: g\ndefaults: {num_gpus: 2}\nconfigs: [{config: pass, default: true}]")
-    h = write_yaml(tmp_path, "h.yaml",
-                   "kernel: h\ndefaults: {num_gpus: 8}\nconfigs: [{config: pass, default: true}]")
-    extra = [write_yaml(tmp_path, f"k{i}.yaml", f"kernel: k{i}\nconfigs: [{{config: pass, "
-                                                "default: true}]") for i in range(5)]
-    reg = FakeRegistry([FakeKernel(n, "fam", entries) for n in ("k", "g", "h")]
-                       + [FakeKernel(f"k{i}", "fam", entries) for i in range(5)],
-                       [("fam", p) for p in (f, g, h, *extra)])
+    g = write_yaml(
+        tmp_path,
+        "g.yaml",
+        "kernel: g\ndefaults: {num_gpus: 2}\nconfigs: [{config: pass, default: true}]",
+    )
+    h = write_yaml(
+        tmp_path,
+        "h.yaml",
+        "kernel: h\ndefaults: {num_gpus: 8}\nconfigs: [{config: pass, default: true}]",
+    )
+    extra = [
+        write_yaml(
+            tmp_path, f"k{i}.yaml", f"kernel: k{i}\nconfigs: [{{config: pass, default: true}}]"
+        )
+        for i in range(5)
+    ]
+    reg = FakeRegistry(
+        [FakeKernel(n, "fam", entries) for n in ("k", "g", "h")]
+        + [FakeKernel(f"k{i}", "fam", entries) for i in range(5)],
+        [("fam", p) for p in (f, g, h, *extra)],
+    )
     code, doc, backend = run_cli(tmp_path, reg, n_gpus=4)
     assert code == 0
     ex = backend.fake_executor
@@ -205,8 +243,11 @@ def test_check_imports(tmp_path, capsys):
     f1 = write_yaml(tmp_path, "a.yaml", "kernel: a\nconfigs: [{config: pass, default: true}]")
     f2 = write_yaml(tmp_path, "b.yaml", "kernel: b\nconfigs: [{config: pass, default: true}]")
     f3 = write_yaml(tmp_path, "c.yaml", "kernel: c\nconfigs: [{config: pass, default: false}]")
-    kernels = [FakeKernel("a", "fam"), FakeKernel("b", "fam", import_error="No module 'x'"),
-               FakeKernel("c", "fam", import_error="not in the default sweep")]
+    kernels = [
+        FakeKernel("a", "fam"),
+        FakeKernel("b", "fam", import_error="No module 'x'"),
+        FakeKernel("c", "fam", import_error="not in the default sweep"),
+    ]
     reg = FakeRegistry(kernels, [("fam", f1), ("fam", f2), ("fam", f3)])
     assert main(["--check-imports"], backend=FakeBackend(reg, tmp=tmp_path)) == 1
     err = capsys.readouterr().err
@@ -230,7 +271,7 @@ def test_cuda_visible_devices_is_ignored_with_a_note(tmp_path, capsys, clean_git
 
 # --- real child processes: the worker, the ChildExecutor and process-group kills -----------
 
-BENCH_HOOK = '''
+BENCH_HOOK = """
 
 @hookimpl
 def tirx_kernels_run_bench(config, options):
@@ -250,12 +291,12 @@ def tirx_kernels_run_bench(config, options):
             "round_samples": {"tirx": [10.0] * n, "torch": [12.0] * n}, "errors": {},
             "timer": options.get("timer", "proton"),
             "benchmark_protocol": {"options": options, "env": env}}
-'''
+"""
 
 MODES = ("pass", "crash", "hang", "skip")
 YAML = "kernel: child_kern\nconfigs:\n" + "".join(
-    f"  - {{config: {m}, default: true{', timer: event' if m == 'pass' else ''}}}\n"
-    for m in MODES)
+    f"  - {{config: {m}, default: true{', timer: event' if m == 'pass' else ''}}}\n" for m in MODES
+)
 
 
 class ChildBackend(Backend):
@@ -280,29 +321,40 @@ class ChildBackend(Backend):
             started = any("child" in p.read_text() for p in self.tmp.glob("out/runs/*/logs/*"))
             if started or time.monotonic() > deadline:
                 raise KeyboardInterrupt
+
         return {"poll_s": 0.05, "sleep": sleep}
 
 
 @pytest.fixture
 def child_family(fake_site):
     configs = repr([{"label": m, "mode": m} for m in MODES])
-    plugin = HEADER + PLUGIN.format(kernels=("kern",), name="childfam",
-                                    category="childfam") + BENCH_HOOK
-    fake_site.family("childfam", {"kern": kernel_source("child_kern", "childfam",
-                                                        configs=configs)},
-                     plugin=plugin, files={"kern.yaml": YAML})
+    plugin = (
+        HEADER + PLUGIN.format(kernels=("kern",), name="childfam", category="childfam") + BENCH_HOOK
+    )
+    fake_site.family(
+        "childfam",
+        {"kern": kernel_source("child_kern", "childfam", configs=configs)},
+        plugin=plugin,
+        files={"kern.yaml": YAML},
+    )
     return fake_site
 
 
 def test_real_children_statuses_env_and_logs(tmp_path, child_family, clean_git):
     out = tmp_path / "out"
-    code = main(["--out-dir", str(out), "--timeout", "10", "--keep-going", "--rounds", "2",
-                 "--no-compare"], backend=ChildBackend(tmp_path))
+    code = main(
+        ["--out-dir", str(out), "--timeout", "10", "--keep-going", "--rounds", "2", "--no-compare"],
+        backend=ChildBackend(tmp_path),
+    )
     doc = json.loads(next((out / "runs").glob("*.json")).read_text())
     rows = {r["config"]: r for r in doc["rows"]}
     assert code == 1
     assert {k: r["status"] for k, r in rows.items()} == {
-        "pass": "PASS", "crash": "FAIL", "hang": "TIMEOUT", "skip": "SKIP"}
+        "pass": "PASS",
+        "crash": "FAIL",
+        "hang": "TIMEOUT",
+        "skip": "SKIP",
+    }
     protocol = rows["pass"]["benchmark_protocol"]
     assert protocol["options"] == {"rounds": 2, "cooldown_s": 1.0, "timer": "event"}
     env = protocol["env"]
@@ -322,8 +374,10 @@ def test_real_children_killed_on_ctrl_c(tmp_path, child_family, clean_git):
     out = tmp_path / "out"
     yaml = tmp_path / "w.yaml"
     yaml.write_text("workloads:\n  - {kernel: child_kern, config: hang}\n")
-    code = main(["--out-dir", str(out), "--workloads", str(yaml), "--no-compare"],
-                backend=ChildBackend(tmp_path, interrupt=True))
+    code = main(
+        ["--out-dir", str(out), "--workloads", str(yaml), "--no-compare"],
+        backend=ChildBackend(tmp_path, interrupt=True),
+    )
     assert code == 130
     doc = json.loads(next((out / "runs").glob("*.json")).read_text())
     assert doc["interrupted"] and doc["not_run"][0]["config"] == "hang"
@@ -333,8 +387,9 @@ def test_real_children_killed_on_ctrl_c(tmp_path, child_family, clean_git):
         os.kill(pid, 0)
 
 
-@pytest.mark.parametrize("var,value", [("TIRX_SUITE_GIT_COMMIT", "ref: refs/heads/main"),
-                                       ("TIRX_SUITE_GIT_DIRTY", "no")])
+@pytest.mark.parametrize(
+    "var,value", [("TIRX_SUITE_GIT_COMMIT", "ref: refs/heads/main"), ("TIRX_SUITE_GIT_DIRTY", "no")]
+)
 def test_bad_git_environment_is_refused_before_running(tmp_path, capsys, monkeypatch, var, value):
     monkeypatch.setenv(var, value)
     code, doc, _ = run_cli(tmp_path, suite(tmp_path, ("pass",)))
@@ -342,20 +397,22 @@ def test_bad_git_environment_is_refused_before_running(tmp_path, capsys, monkeyp
     assert var in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag, value, message", [
-    # row 10 of issue #27: NaN or infinity would switch the regression gate off
-    ("--threshold", "nan", "argument --threshold: must be a finite number > 0, got 'nan'"),
-    ("--threshold", "inf", "argument --threshold: must be a finite number > 0, got 'inf'"),
-    # row 11: a NaN timeout never expires
-    ("--timeout", "nan", "argument --timeout: must be a finite number > 0, got 'nan'"),
-    ("--cooldown", "inf", "argument --cooldown: must be a finite number >= 0"),
-    ("--retry-delay", "nan", "argument --retry-delay: must be a finite number >= 0"),
-    ("--monitor-interval", "0", "argument --monitor-interval: must be a finite number > 0"),
-    ("--rounds", "0", "argument --rounds: must be an integer >= 1, got '0'"),
-    ("--retries", "-1", "argument --retries: must be an integer >= 0, got '-1'"),
-])
-def test_run_numbers_must_be_finite_and_in_range(tmp_path, capsys, clean_git, flag, value,
-                                                 message):
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        # row 10 of issue #27: NaN or infinity would switch the regression gate off
+        ("--threshold", "nan", "argument --threshold: must be a finite number > 0, got 'nan'"),
+        ("--threshold", "inf", "argument --threshold: must be a finite number > 0, got 'inf'"),
+        # row 11: a NaN timeout never expires
+        ("--timeout", "nan", "argument --timeout: must be a finite number > 0, got 'nan'"),
+        ("--cooldown", "inf", "argument --cooldown: must be a finite number >= 0"),
+        ("--retry-delay", "nan", "argument --retry-delay: must be a finite number >= 0"),
+        ("--monitor-interval", "0", "argument --monitor-interval: must be a finite number > 0"),
+        ("--rounds", "0", "argument --rounds: must be an integer >= 1, got '0'"),
+        ("--retries", "-1", "argument --retries: must be an integer >= 0, got '-1'"),
+    ],
+)
+def test_run_numbers_must_be_finite_and_in_range(tmp_path, capsys, clean_git, flag, value, message):
     code, doc, backend = run_cli(tmp_path, suite(tmp_path, ("pass",)), flag, value)
     err = capsys.readouterr().err
     assert code == 2 and doc is None and backend.fake_executor.started == []
@@ -368,18 +425,19 @@ def test_compare_threshold_cannot_switch_the_gate_off(tmp_path, capsys, clean_gi
     code, doc, _ = run_cli(tmp_path, reg)
     run_json = tmp_path / "out" / "runs" / f"{doc['run_id']}.json"
     assert main(["promote", str(run_json), "--baselines", str(tmp_path / "base")]) == 0
-    code, doc, _ = run_cli(tmp_path, reg, "--no-compare",
-                           impls={("k", "pass"): {"tirx": 20.0, "torch": 15.0}})  # 2x slower
+    code, doc, _ = run_cli(
+        tmp_path, reg, "--no-compare", impls={("k", "pass"): {"tirx": 20.0, "torch": 15.0}}
+    )  # 2x slower
     run_json = tmp_path / "out" / "runs" / f"{doc['run_id']}.json"
     capsys.readouterr()
-    code = main(["compare", str(run_json), "--baselines", str(tmp_path / "base"),
-                 "--threshold", value])
+    code = main(
+        ["compare", str(run_json), "--baselines", str(tmp_path / "base"), "--threshold", value]
+    )
     assert code == 2, "the 100% slowdown passed the gate"
     assert "argument --threshold: must be a finite number > 0" in capsys.readouterr().err
 
 
-def test_default_baselines_folder_does_not_depend_on_the_current_directory(tmp_path,
-                                                                          monkeypatch):
+def test_default_baselines_folder_does_not_depend_on_the_current_directory(tmp_path, monkeypatch):
     from tirx_kernels.core.suite import baseline as B
 
     root = Path(__file__).resolve().parents[2]  # the checkout holding this code
@@ -390,12 +448,18 @@ def test_default_baselines_folder_does_not_depend_on_the_current_directory(tmp_p
         B.default_dir(code_dir=tmp_path)
 
 
-def test_run_without_a_baselines_folder_is_refused_before_running(tmp_path, capsys, clean_git,
-                                                                  monkeypatch):
+def test_run_without_a_baselines_folder_is_refused_before_running(
+    tmp_path, capsys, clean_git, monkeypatch
+):
     from tirx_kernels.core.suite import baseline as B
 
-    monkeypatch.setattr(B, "default_dir", lambda code_dir=None: (_ for _ in ()).throw(
-        B.BaselineError("cannot find the baselines folder; fix: pass --baselines DIR")))
+    monkeypatch.setattr(
+        B,
+        "default_dir",
+        lambda code_dir=None: (_ for _ in ()).throw(
+            B.BaselineError("cannot find the baselines folder; fix: pass --baselines DIR")
+        ),
+    )
     backend = FakeBackend(suite(tmp_path, ("pass",)), tmp=tmp_path)
     code = main(["--out-dir", str(tmp_path / "out")], backend=backend)
     assert code == 2 and backend.fake_executor.started == []
@@ -435,14 +499,33 @@ def start_suite_with_a_hanging_child(tmp_path):
     """tirx-suite in its own process (two fake GPUs) running ``pass`` and ``hang``, once
     ``pass`` is done and ``hang`` runs: (the suite process, the hanging worker's pid, out)."""
     out, yaml = tmp_path / "out", tmp_path / "w.yaml"
-    yaml.write_text("workloads:\n  - {kernel: child_kern, config: pass}\n"
-                    "  - {kernel: child_kern, config: hang}\n")
-    p = subprocess.Popen([sys.executable, "-m", "tirx_kernels.core.suite", "--workloads",
-                          str(yaml), "--out-dir", str(out), "--lock-dir", str(tmp_path / "locks"),
-                          "--no-compare", "--no-monitor", "--rounds", "1", "--cooldown", "0"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "TIRX_SUITE_GIT_COMMIT": "a" * 40,
-                              "TIRX_SUITE_GIT_DIRTY": "0"})
+    yaml.write_text(
+        "workloads:\n  - {kernel: child_kern, config: pass}\n"
+        "  - {kernel: child_kern, config: hang}\n"
+    )
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tirx_kernels.core.suite",
+            "--workloads",
+            str(yaml),
+            "--out-dir",
+            str(out),
+            "--lock-dir",
+            str(tmp_path / "locks"),
+            "--no-compare",
+            "--no-monitor",
+            "--rounds",
+            "1",
+            "--cooldown",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TIRX_SUITE_GIT_COMMIT": "a" * 40, "TIRX_SUITE_GIT_DIRTY": "0"},
+    )
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         time.sleep(0.2)
@@ -459,7 +542,8 @@ def start_suite_with_a_hanging_child(tmp_path):
 
 @pytest.mark.parametrize("how", ["SIGHUP", "SIGINT every 2 ms"])
 def test_suite_hangup_or_repeated_ctrl_c_kills_the_worker_and_writes_the_run(
-        tmp_path, child_family, fake_nvidia_smi, how):
+    tmp_path, child_family, fake_nvidia_smi, how
+):
     """Rows 4 and 5 of issue #27 for tirx-suite."""
     p, worker, out = start_suite_with_a_hanging_child(tmp_path)
     try:
@@ -505,8 +589,12 @@ def test_unwritable_output_folder_is_refused_before_the_run(tmp_path, capsys, cl
 
 def test_suite_list_into_a_closed_pipe_is_one_line(tmp_path, child_family):
     """Row 13 of issue #27 for tirx-suite: `tirx-suite --list | head -1`."""
-    p = subprocess.Popen([sys.executable, "-m", "tirx_kernels.core.suite", "--list", "--all"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "tirx_kernels.core.suite", "--list", "--all"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     p.stdout.close()
     err = p.stderr.read()
     p.wait(timeout=120)

@@ -28,7 +28,12 @@ SMI = """0, GPU-aaaa, NVIDIA H200, 580.159.03, 143771, 1980, 3201, 345, 3201
 def test_parse_smi_inventory():
     a, b = G.parse_smi_gpus(SMI)
     assert (a.index, a.uuid, a.name, a.driver, a.memory_mib) == (
-        0, "GPU-aaaa", "NVIDIA H200", "580.159.03", 143771)
+        0,
+        "GPU-aaaa",
+        "NVIDIA H200",
+        "580.159.03",
+        143771,
+    )
     assert a.clocks_mhz == {"max_sm": 1980, "max_mem": 3201, "sm": 345, "mem": 3201}
     assert "sm" not in b.clocks_mhz and b.index == 1
     assert a.model == "nvidia-h200" == G.model_slug("NVIDIA  H200 ")
@@ -82,11 +87,14 @@ def test_lock_pool_is_all_or_nothing_and_exclusive_across_pools(tmp_path):
 
 
 def test_lock_is_released_when_the_holder_dies(tmp_path):
-    code = ("import sys; from tirx_kernels.core.suite.gpus import LockPool, Gpu;"
-            f"p = LockPool([Gpu(0, 'GPU-z', 'x')], {str(tmp_path)!r});"
-            "assert p.acquire(1); print('held', flush=True); sys.stdin.read()")
-    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
+    code = (
+        "import sys; from tirx_kernels.core.suite.gpus import LockPool, Gpu;"
+        f"p = LockPool([Gpu(0, 'GPU-z', 'x')], {str(tmp_path)!r});"
+        "assert p.acquire(1); print('held', flush=True); sys.stdin.read()"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert child.stdout.readline().strip() == "held"
     pool = G.LockPool([G.Gpu(0, "GPU-z", "x")], tmp_path)
     assert pool.acquire(1) is None
@@ -98,20 +106,30 @@ def test_lock_is_released_when_the_holder_dies(tmp_path):
 
 def test_parse_compute_apps():
     text = "GPU-aaaa, 123, python3\nGPU-bbbb, 456, /usr/bin/app\ngarbage\n"
-    assert G.parse_compute_apps(text) == [("GPU-aaaa", 123, "python3"),
-                                          ("GPU-bbbb", 456, "/usr/bin/app")]
+    assert G.parse_compute_apps(text) == [
+        ("GPU-aaaa", 123, "python3"),
+        ("GPU-bbbb", 456, "/usr/bin/app"),
+    ]
     assert G.parse_compute_apps("") == []
 
 
 def test_classify_foreign_processes():
     probe = {10: (10, True), 11: (10, True), 20: (20, True), 30: (30, False)}.get
-    apps = [("G0", 10, "ours"), ("G0", 11, "our helper"), ("G0", 20, "other job"),
-            ("G0", 30, "unrelated local pid"), ("G1", 20, "other gpu"), ("G0", 99, "invisible"),
-            ("G0", 98, "invisible before"), ("G0", 77, "our exited child")]
+    apps = [
+        ("G0", 10, "ours"),
+        ("G0", 11, "our helper"),
+        ("G0", 20, "other job"),
+        ("G0", 30, "unrelated local pid"),
+        ("G1", 20, "other gpu"),
+        ("G0", 99, "invisible"),
+        ("G0", 98, "invisible before"),
+        ("G0", 77, "our exited child"),
+    ]
 
     def classify(before=(), ours=()):
-        return G.classify(apps, {"G0"}, 10, set(before), set(ours),
-                          probe=lambda pid: probe(pid, (None, False)))
+        return G.classify(
+            apps, {"G0"}, 10, set(before), set(ours), probe=lambda pid: probe(pid, (None, False))
+        )
 
     assert classify() == ["pid 20 (other job) on G0"]
     assert classify(before={98}) == ["pid 20 (other job) on G0", "pid 98 (invisible before) on G0"]
@@ -126,8 +144,9 @@ def test_probe_pid_of_this_process_and_of_a_missing_one():
 
 def test_smi_monitor_reports_foreign_process_during_watch():
     apps = []
-    mon = G.SmiMonitor(interval_s=0.01, query=lambda: list(apps),
-                       probe=lambda pid: (pid, True))  # each pid its own group, on the GPU
+    mon = G.SmiMonitor(
+        interval_s=0.01, query=lambda: list(apps), probe=lambda pid: (pid, True)
+    )  # each pid its own group, on the GPU
     gpus = fake_gpus(2)
     mon.watch("w", gpus[:1])
     mon.attach("w", 500)
@@ -155,8 +174,9 @@ def test_smi_monitor_survives_a_failing_query():
 def test_cache_dir_is_absolute_and_qualified(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     gpu = fake_gpus(1)[0]
-    path = cache_dir("rel/cache", gpu, {"apache-tvm-tirx": "0.1.0a4", "torch": "2.11.0+cu130",
-                                        "triton": None})
+    path = cache_dir(
+        "rel/cache", gpu, {"apache-tvm-tirx": "0.1.0a4", "torch": "2.11.0+cu130", "triton": None}
+    )
     assert path.is_absolute()
     assert path == tmp_path / "rel/cache/nvidia-h200-driver580.1/tvm-tirx0.1.0a4_torch2.11.0+cu130"
     other = cache_dir("rel/cache", G.Gpu(0, "u", "NVIDIA H100", "580.1"), {"torch": "2.11"})
@@ -166,8 +186,9 @@ def test_cache_dir_is_absolute_and_qualified(tmp_path, monkeypatch):
 # --- lock files on a host shared by several users (issue #27 rows 1, 6 and 13) ------------
 
 NOBODY = 65534
-needs_root = pytest.mark.skipif(os.geteuid() != 0,
-                                reason="acting as a second user needs root (setuid child)")
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="acting as a second user needs root (setuid child)"
+)
 
 
 def attempt(lock_dir, n_gpus=1):
@@ -242,8 +263,15 @@ def as_nobody(code: str) -> subprocess.CompletedProcess:
     # the venv's interpreter may live in root's home, out of the second user's reach
     for python in (sys.executable, "/usr/bin/python3"):
         try:
-            p = subprocess.run([python, "-c", textwrap.dedent(code)], user=NOBODY, env=env,
-                               capture_output=True, text=True, timeout=60, cwd="/")
+            p = subprocess.run(
+                [python, "-c", textwrap.dedent(code)],
+                user=NOBODY,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                cwd="/",
+            )
         except PermissionError:
             continue
         return p

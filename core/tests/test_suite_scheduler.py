@@ -14,8 +14,7 @@ class Recorder(Events):
         self.log = []
 
     def start(self, w, attempt, gpus, started, total):
-        self.log.append(("start", w.config, attempt, tuple(g.index for g in gpus), started,
-                         total))
+        self.log.append(("start", w.config, attempt, tuple(g.index for g in gpus), started, total))
 
     def retry(self, w, attempt, delay_s):
         self.log.append(("retry", w.config, attempt.status))
@@ -31,8 +30,9 @@ def run(workloads, n_gpus=1, tmp_path=None, interrupt_at=None, durations=None, *
     events = Recorder()
     opts = dict(timeout_s=100.0, max_retries=2, retry_delay_s=5.0)
     opts.update(kw)
-    s = Scheduler(ex, pool, FakeMonitor(), events=events, clock=clock, sleep=clock.sleep,
-                  poll_s=0.5, **opts)
+    s = Scheduler(
+        ex, pool, FakeMonitor(), events=events, clock=clock, sleep=clock.sleep, poll_s=0.5, **opts
+    )
     outcome = s.run(workloads)
     assert pool.free_count() == pool.total, "GPUs leaked"
     return outcome, ex, events, clock
@@ -65,14 +65,18 @@ def test_interfered_then_clean_is_requeued_and_passes(tmp_path):
 
 
 def test_interfered_past_the_retry_bound_fails(tmp_path):
-    outcome, ex, _, _ = run([workload("interfere"), workload("pass")], tmp_path=tmp_path,
-                            keep_going=True)
+    outcome, ex, _, _ = run(
+        [workload("interfere"), workload("pass")], tmp_path=tmp_path, keep_going=True
+    )
     row = outcome.rows[0]
     assert row.status == "FAIL"
     assert "interfered on all 3 attempts" in row.detail
     assert [a.status for a in row.attempts] == ["INTERFERED"] * 3
     assert [c for c in ex.calls() if c[1] == "interfere"] == [
-        ("k", "interfere", 0), ("k", "interfere", 1), ("k", "interfere", 2)]
+        ("k", "interfere", 0),
+        ("k", "interfere", 1),
+        ("k", "interfere", 2),
+    ]
     assert outcome.rows[1].status == "PASS"
 
 
@@ -83,8 +87,12 @@ def test_skip_is_accepted_without_retry(tmp_path):
 
 
 def test_fail_fast_stops_new_starts(tmp_path):
-    ws = [workload("pass"), workload("fail"), workload("pass", kernel="k2"),
-          workload("skip", kernel="k2")]
+    ws = [
+        workload("pass"),
+        workload("fail"),
+        workload("pass", kernel="k2"),
+        workload("skip", kernel="k2"),
+    ]
     outcome, ex, _, _ = run(ws, tmp_path=tmp_path)
     assert statuses(outcome) == [("pass", "PASS"), ("fail", "FAIL")]
     assert "max abs error" in outcome.rows[1].detail
@@ -103,8 +111,9 @@ def test_keep_going_runs_everything(tmp_path):
 
 
 def test_timeout_kills_the_hang(tmp_path):
-    outcome, ex, _, clock = run([workload("hang"), workload("pass")], tmp_path=tmp_path,
-                                timeout_s=30.0, keep_going=True)
+    outcome, ex, _, clock = run(
+        [workload("hang"), workload("pass")], tmp_path=tmp_path, timeout_s=30.0, keep_going=True
+    )
     assert statuses(outcome) == [("hang", "TIMEOUT"), ("pass", "PASS")]
     assert ex.started[0].killed
     assert "no result after 30 s" in outcome.rows[0].detail
@@ -112,8 +121,7 @@ def test_timeout_kills_the_hang(tmp_path):
 
 
 def test_timeout_is_a_real_failure_for_fail_fast(tmp_path):
-    outcome, _, _, _ = run([workload("hang"), workload("pass")], tmp_path=tmp_path,
-                           timeout_s=30.0)
+    outcome, _, _, _ = run([workload("hang"), workload("pass")], tmp_path=tmp_path, timeout_s=30.0)
     assert statuses(outcome) == [("hang", "TIMEOUT")]
     assert len(outcome.not_run) == 1
 
@@ -132,8 +140,7 @@ def test_result_without_ours_fails(tmp_path):
 
 
 def test_start_failure_is_a_fail_and_frees_the_gpu(tmp_path):
-    outcome, _, _, _ = run([workload("boom"), workload("pass")], tmp_path=tmp_path,
-                           keep_going=True)
+    outcome, _, _, _ = run([workload("boom"), workload("pass")], tmp_path=tmp_path, keep_going=True)
     assert statuses(outcome) == [("boom", "FAIL"), ("pass", "PASS")]
     assert "could not start: OSError: cannot exec python" in outcome.rows[0].detail
 
@@ -146,12 +153,18 @@ def test_ctrl_c_kills_children_and_returns_partial(tmp_path):
     assert statuses(outcome) == [("pass", "PASS")]
     assert ex.started[1].killed and not ex.started[0].killed
     assert [(w.kernel, why.split(" ")[0]) for w, why in outcome.not_run] == [
-        ("k2", "interrupted"), ("k3", "interrupted")]
+        ("k2", "interrupted"),
+        ("k3", "interrupted"),
+    ]
 
 
 def test_no_gpu_skips_everything_without_starting(tmp_path):
-    outcome, ex, _, _ = run([workload("pass"), workload("fail")], n_gpus=0, tmp_path=tmp_path,
-                            no_gpu_reason="no GPU: no nvidia-smi")
+    outcome, ex, _, _ = run(
+        [workload("pass"), workload("fail")],
+        n_gpus=0,
+        tmp_path=tmp_path,
+        no_gpu_reason="no GPU: no nvidia-smi",
+    )
     assert statuses(outcome) == [("pass", "SKIP"), ("fail", "SKIP")]
     assert all(r.detail == "no GPU: no nvidia-smi" for r in outcome.rows)
     assert ex.started == []
@@ -171,8 +184,12 @@ def test_workloads_run_concurrently_on_all_gpus(tmp_path, n_gpus):
 
 
 def test_multi_gpu_claim_gets_distinct_gpus_atomically(tmp_path):
-    ws = [workload("pass", kernel="one_a"), workload("pass", kernel="two", num_gpus=2),
-          workload("pass", kernel="one_b"), workload("pass", kernel="one_c")]
+    ws = [
+        workload("pass", kernel="one_a"),
+        workload("pass", kernel="two", num_gpus=2),
+        workload("pass", kernel="one_b"),
+        workload("pass", kernel="one_c"),
+    ]
     outcome, ex, events, _ = run(ws, n_gpus=2, tmp_path=tmp_path)
     two = next(r for r in outcome.rows if r.workload.kernel == "two")
     assert len({g.uuid for g in two.gpus}) == 2
@@ -187,9 +204,11 @@ def test_larger_claim_waits_and_is_not_starved(tmp_path):
     # A requeued 2-GPU claim must get both GPUs although 1-GPU work finishing at staggered
     # times never frees both at once: the waiting claim reserves the GPUs that free up.
     ws = [workload("interfere1", kernel="two", num_gpus=2)] + [
-        workload("pass", kernel=f"k{i}") for i in range(6)]
-    outcome, ex, _, _ = run(ws, n_gpus=2, tmp_path=tmp_path, retry_delay_s=1.0,
-                            durations={("k1", "pass"): 15.0})
+        workload("pass", kernel=f"k{i}") for i in range(6)
+    ]
+    outcome, ex, _, _ = run(
+        ws, n_gpus=2, tmp_path=tmp_path, retry_delay_s=1.0, durations={("k1", "pass"): 15.0}
+    )
     two = outcome.rows[0]
     assert two.status == "PASS" and [a.status for a in two.attempts] == ["INTERFERED", "PASS"]
     order = [(h.workload.kernel, h.attempt) for h in ex.started]
@@ -208,8 +227,9 @@ def test_gpus_held_by_another_suite_are_not_used(tmp_path):
     other = LockPool(fake_gpus(2), tmp_path / "locks")  # a second suite process
     held = other.acquire(1)
     assert held[0].index == 0
-    outcome, ex, _, _ = run([workload("pass", kernel=f"k{i}") for i in range(3)], n_gpus=2,
-                            tmp_path=tmp_path)
+    outcome, ex, _, _ = run(
+        [workload("pass", kernel=f"k{i}") for i in range(3)], n_gpus=2, tmp_path=tmp_path
+    )
     assert {r.gpus[0].index for r in outcome.rows} == {1}
     assert ex.max_concurrent == 1
     other.close()
@@ -223,8 +243,16 @@ def test_an_error_in_a_hook_still_kills_the_children(tmp_path):
     clock = FakeClock()
     ex = FakeExecutor(clock, durations={("k1", "pass"): 50.0})
     pool = LockPool(fake_gpus(2), tmp_path / "locks")
-    s = Scheduler(ex, pool, FakeMonitor(), timeout_s=100, events=Broken(), clock=clock,
-                  sleep=clock.sleep, poll_s=0.5)
+    s = Scheduler(
+        ex,
+        pool,
+        FakeMonitor(),
+        timeout_s=100,
+        events=Broken(),
+        clock=clock,
+        sleep=clock.sleep,
+        poll_s=0.5,
+    )
     with pytest.raises(RuntimeError, match="disk full"):
         s.run([workload("pass", kernel="k0"), workload("pass", kernel="k1")])
     assert ex.started[1].killed and pool.free_count() == 2

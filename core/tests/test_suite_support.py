@@ -18,8 +18,18 @@ from tirx_kernels.core.suite.cli import Backend
 from tirx_kernels.core.suite.config import Workload
 from tirx_kernels.core.suite.gpus import Gpu, LockPool
 
-BEHAVIOURS = ("pass", "fail", "skip", "crash", "hang", "baseline_error", "no_ours",
-              "interfere1", "interfere", "boom")
+BEHAVIOURS = (
+    "pass",
+    "fail",
+    "skip",
+    "crash",
+    "hang",
+    "baseline_error",
+    "no_ours",
+    "interfere1",
+    "interfere",
+    "boom",
+)
 
 
 class FakeKernel:
@@ -47,8 +57,9 @@ class FakeRegistry:
 
     def get(self, name):
         if name not in self.kernels:
-            raise UnknownKernel(f"no kernel {name!r}; installed kernels: "
-                                f"{', '.join(sorted(self.kernels))}")
+            raise UnknownKernel(
+                f"no kernel {name!r}; installed kernels: {', '.join(sorted(self.kernels))}"
+            )
         return self.kernels[name]
 
     def family(self, name):
@@ -92,8 +103,13 @@ class FakeClock:
 def bench(impls=None, samples=None, errors=None):
     impls = impls or {"tirx": 10.0, "torch": 15.0}
     samples = samples or {k: [v * 0.99, v, v * 1.01] for k, v in impls.items()}
-    return {"impls": impls, "round_samples": samples, "errors": errors or {}, "timer": "proton",
-            "benchmark_protocol": {"rounds": 3, "cooldown_s": 1.0, "round_aggregate": "mean"}}
+    return {
+        "impls": impls,
+        "round_samples": samples,
+        "errors": errors or {},
+        "timer": "proton",
+        "benchmark_protocol": {"rounds": 3, "cooldown_s": 1.0, "round_aggregate": "mean"},
+    }
 
 
 class FakeHandle:
@@ -111,9 +127,16 @@ class FakeHandle:
     def _result(self, status, detail="", bench_result=None):
         self.live = False
         w = self.workload
-        return Result(w.kernel, w.config, "bench", status, round(self.ex.clock() - self.start_t,
-                                                                  3), detail, bench=bench_result,
-                      log=f"/logs/{w.kernel}.{w.config}.{self.attempt}.log")
+        return Result(
+            w.kernel,
+            w.config,
+            "bench",
+            status,
+            round(self.ex.clock() - self.start_t, 3),
+            detail,
+            bench=bench_result,
+            log=f"/logs/{w.kernel}.{w.config}.{self.attempt}.log",
+        )
 
     def collect(self):
         c = self.workload.config
@@ -196,8 +219,7 @@ class FakeMonitor:
 class FakeBackend(Backend):
     """The CLI's outside world, faked: registry, N GPUs, executor, monitor and clock."""
 
-    def __init__(self, registry, n_gpus=1, tmp=None, interrupt_at=None, impls=None,
-                 durations=None):
+    def __init__(self, registry, n_gpus=1, tmp=None, interrupt_at=None, impls=None, durations=None):
         self._registry = registry
         self.n_gpus = n_gpus
         self.clock = FakeClock(interrupt_at)

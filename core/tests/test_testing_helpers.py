@@ -12,8 +12,9 @@ from tirx_kernels.core import testing
 
 def test_assert_close_passes_within_tolerance_and_returns_the_error():
     want = torch.tensor([1.0, 2.0, 3.0])
-    assert testing.assert_close("x", want + 1e-4, want, atol=1e-3, rtol=0) == pytest.approx(1e-4,
-                                                                                        rel=1e-2)
+    assert testing.assert_close("x", want + 1e-4, want, atol=1e-3, rtol=0) == pytest.approx(
+        1e-4, rel=1e-2
+    )
 
 
 def test_assert_close_names_the_first_mismatch_and_the_count():

@@ -14,8 +14,12 @@ from tirx_kernels.basic._args import check_memory, dtype_name
 
 def cuda_like(device=0, contiguous=True, ptr=4096):
     """What check_memory reads of a tensor, for a tensor on CUDA device ``device``."""
-    return SimpleNamespace(get_device=lambda: device, is_contiguous=lambda: contiguous,
-                           data_ptr=lambda: ptr, device=f"cuda:{device}")
+    return SimpleNamespace(
+        get_device=lambda: device,
+        is_contiguous=lambda: contiguous,
+        data_ptr=lambda: ptr,
+        device=f"cuda:{device}",
+    )
 
 
 def test_dtype_name():
@@ -28,12 +32,19 @@ def test_a_good_tensor_passes():
     check_memory("f", "x", cuda_like(1), 1)
 
 
-@pytest.mark.parametrize("tensor, device, message", [
-    (cuda_like(1), 0, r"f: x must be on the first argument's device cuda:0, got cuda:1; "
-                      r"move it with x\.to\('cuda:0'\)"),
-    (cuda_like(contiguous=False), 0, r"f: x must be contiguous; pass x\.contiguous\(\)"),
-    (cuda_like(ptr=4098), 0, r"f: x must be 16-byte aligned .*pass x\.clone\(\)"),
-])
+@pytest.mark.parametrize(
+    "tensor, device, message",
+    [
+        (
+            cuda_like(1),
+            0,
+            r"f: x must be on the first argument's device cuda:0, got cuda:1; "
+            r"move it with x\.to\('cuda:0'\)",
+        ),
+        (cuda_like(contiguous=False), 0, r"f: x must be contiguous; pass x\.contiguous\(\)"),
+        (cuda_like(ptr=4098), 0, r"f: x must be 16-byte aligned .*pass x\.clone\(\)"),
+    ],
+)
 def test_bad_memory_names_the_argument_and_the_fix(tensor, device, message):
     with pytest.raises(ValueError, match=message):
         check_memory("f", "x", tensor, device)

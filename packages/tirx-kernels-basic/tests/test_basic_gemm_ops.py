@@ -43,8 +43,10 @@ BAD = {
     "a_dim": (dict(a=(2, 16, 64), out=(2, 32)), r"a must be 2-D \(M, K\).*a\.view\("),
     "b_dim": (dict(b=(64,), out=(16, 32)), r"b must be 2-D \(N, K\).*b\.T\.contiguous\(\)"),
     "b_k": (dict(b=(64, 32)), r"b must be 2-D \(N, K\) with a's K = 64 \(gemm computes a @ b\.T\)"),
-    "k_ragged": (dict(a=(16, 60), b=(32, 60)),
-                 r"K = a\.shape\[1\] must be a multiple of 8.*got 60; zero-pad a and b"),
+    "k_ragged": (
+        dict(a=(16, 60), b=(32, 60)),
+        r"K = a\.shape\[1\] must be a multiple of 8.*got 60; zero-pad a and b",
+    ),
     "n_ragged": (dict(b=(30, 64)), r"N = b\.shape\[0\] must be a multiple of 8, got 30"),
     "out_shape": (dict(out=(16, 16)), r"out must be \(16, 32\) of a's dtype.*a\.new_empty"),
     "out_dtype": (dict(odtype=FP16), r"out must be \(16, 32\) of a's dtype torch\.bfloat16"),
@@ -109,8 +111,9 @@ def _check(c, a, b):
 
 
 @needs_sm90
-@pytest.mark.parametrize("M, N, K, dtype", [(333, 520, 264, BF16), (64, 256, 128, FP16),
-                                            (1, 1024, 512, BF16)])
+@pytest.mark.parametrize(
+    "M, N, K, dtype", [(333, 520, 264, BF16), (64, 256, 128, FP16), (1, 1024, 512, BF16)]
+)
 def test_eager_matches_fp32_reference(M, N, K, dtype):
     a, b = _data(M, N, K, dtype)
     _check(gemm(a, b), a, b)
@@ -130,7 +133,7 @@ def test_empty_shapes_and_bad_memory_on_gpu():
         gemm(a, b.t().contiguous().t())
     flat = torch.empty(16 * 128 + 8, dtype=BF16, device="cuda")
     with pytest.raises(ValueError, match="a must be 16-byte aligned"):
-        gemm(flat[1:1 + 16 * 128].view(16, 128), b)
+        gemm(flat[1 : 1 + 16 * 128].view(16, 128), b)
     with pytest.raises(ValueError, match="b must be a CUDA tensor"):
         gemm(a, b.cpu())
 

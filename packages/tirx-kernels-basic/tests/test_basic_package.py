@@ -21,8 +21,7 @@ assert rmsnorm is op_wrapper and 'torch' in sys.modules
 
 
 def test_importing_the_package_does_not_import_torch():
-    r = subprocess.run([sys.executable, "-c", LISTING], capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run([sys.executable, "-c", LISTING], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
 
 

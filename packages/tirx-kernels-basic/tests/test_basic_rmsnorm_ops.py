@@ -31,26 +31,33 @@ def test_the_op_is_registered_and_named_by_the_kernel_module():
 
 
 def _args(batch=4, hidden=64, dtype=BF16, wshape=None, wdtype=None, oshape=None, odtype=None):
-    x = torch.zeros(batch, hidden, dtype=dtype) if isinstance(batch, int) else \
-        torch.zeros(*batch, hidden, dtype=dtype)
+    x = (
+        torch.zeros(batch, hidden, dtype=dtype)
+        if isinstance(batch, int)
+        else torch.zeros(*batch, hidden, dtype=dtype)
+    )
     w = torch.ones(wshape or (hidden,), dtype=wdtype or dtype)
     out = torch.empty(oshape or x.shape, dtype=odtype or dtype)
     return out, x, w
 
 
 BAD = {
-    "input_dtype": (dict(dtype=torch.float32),
-                    r"input must be bfloat16 or float16.*input\.to\("),
+    "input_dtype": (dict(dtype=torch.float32), r"input must be bfloat16 or float16.*input\.to\("),
     "input_dim": (dict(batch=(2, 3)), r"input must be 2-D \(batch, hidden\).*input\.view\("),
-    "hidden_ragged": (dict(hidden=100),
-                      r"input\.shape\[1\] \(hidden\) must be a multiple of 8.*got 100"),
-    "hidden_large": (dict(hidden=32776),
-                     r"in \[8, 32768\], got 32776; use torch\.nn\.functional\.rms_norm"),
+    "hidden_ragged": (
+        dict(hidden=100),
+        r"input\.shape\[1\] \(hidden\) must be a multiple of 8.*got 100",
+    ),
+    "hidden_large": (
+        dict(hidden=32776),
+        r"in \[8, 32768\], got 32776; use torch\.nn\.functional\.rms_norm",
+    ),
     "weight_shape": (dict(wshape=(32,)), r"weight must have shape \(64,\).*got \(32,\)"),
-    "weight_dtype": (dict(wdtype=torch.float16),
-                     r"weight must have input's dtype.*weight\.to\(input\.dtype\)"),
-    "out_shape": (dict(oshape=(4, 32)),
-                  r"out must have input's shape.*torch\.empty_like\(input\)"),
+    "weight_dtype": (
+        dict(wdtype=torch.float16),
+        r"weight must have input's dtype.*weight\.to\(input\.dtype\)",
+    ),
+    "out_shape": (dict(oshape=(4, 32)), r"out must have input's shape.*torch\.empty_like\(input\)"),
     "out_dtype": (dict(odtype=torch.float16), r"out must have input's shape \(4, 64\) and dtype"),
     "input_cpu": (dict(), r"input must be a CUDA tensor, got cpu; move it with input\.cuda\(\)"),
 }
@@ -94,7 +101,7 @@ def test_fullgraph_compile_traces_the_wrapper_into_one_graph_with_the_op():
 
 def _data(batch, hidden, dtype, seed=0):
     g = torch.Generator().manual_seed(seed)
-    x = (torch.randn(batch, hidden, generator=g) * torch.randn(batch, 1, generator=g).exp())
+    x = torch.randn(batch, hidden, generator=g) * torch.randn(batch, 1, generator=g).exp()
     w = 1.0 + 0.5 * torch.randn(hidden, generator=g)
     return x.to(dtype).cuda(), w.to(dtype).cuda()
 
@@ -106,9 +113,16 @@ def _check(y, x, w, eps=1e-6):
 
 
 @needs_sm90
-@pytest.mark.parametrize("batch, hidden, dtype", [(1, 4096, BF16), (7, 2048, BF16),
-                                                  (300, 128, torch.float16),
-                                                  (33, 1000, BF16), (5, 5120, torch.float16)])
+@pytest.mark.parametrize(
+    "batch, hidden, dtype",
+    [
+        (1, 4096, BF16),
+        (7, 2048, BF16),
+        (300, 128, torch.float16),
+        (33, 1000, BF16),
+        (5, 5120, torch.float16),
+    ],
+)
 def test_eager_matches_fp32_reference(batch, hidden, dtype):
     x, w = _data(batch, hidden, dtype)
     _check(rmsnorm(x, w), x, w)
@@ -126,7 +140,7 @@ def test_empty_batch_and_bad_memory_on_gpu():
         rmsnorm(x[::2], w)
     flat = torch.empty(8 * 4096 + 8, dtype=BF16, device="cuda")
     with pytest.raises(ValueError, match="input must be 16-byte aligned"):
-        rmsnorm(flat[1:1 + 8 * 4096].view(8, 4096), w)
+        rmsnorm(flat[1 : 1 + 8 * 4096].view(8, 4096), w)
     with pytest.raises(ValueError, match="weight must be a CUDA tensor"):
         rmsnorm(x, w.cpu())
 

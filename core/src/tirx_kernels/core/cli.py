@@ -42,40 +42,64 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     # --strict is also accepted after the subcommand; SUPPRESS keeps one given before it
     common = Parser(add_help=False)
-    common.add_argument("--strict", action="store_true", default=argparse.SUPPRESS,
-                        help=strict_help)
+    common.add_argument(
+        "--strict", action="store_true", default=argparse.SUPPRESS, help=strict_help
+    )
 
-    ls = sub.add_parser("list", parents=[common],
-                        help="kernels with family, archs and config labels")
+    ls = sub.add_parser(
+        "list", parents=[common], help="kernels with family, archs and config labels"
+    )
     ls.add_argument("--family")
     ls.add_argument("--format", choices=("text", "json", "markdown"), default="text")
 
     pl = sub.add_parser("plugins", parents=[common], help="installed families and broken plugins")
     pl.add_argument("--format", choices=("text", "json"), default="text")
 
-    for name, help_ in (("test", "compile, launch and validate configs (compile only "
-                                 "without a suitable GPU)"),
-                        ("bench", "time configs against their references")):
+    for name, help_ in (
+        ("test", "compile, launch and validate configs (compile only without a suitable GPU)"),
+        ("bench", "time configs against their references"),
+    ):
         c = sub.add_parser(name, parents=[common], help=help_)
-        c.add_argument("--kernel", action="append", dest="kernels", metavar="NAME",
-                       required=name == "bench", help="a kernel (repeatable); default: all")
-        c.add_argument("--config", action="append", dest="configs", metavar="LABEL",
-                       help="a config label (repeatable); default: every config")
+        c.add_argument(
+            "--kernel",
+            action="append",
+            dest="kernels",
+            metavar="NAME",
+            required=name == "bench",
+            help="a kernel (repeatable); default: all",
+        )
+        c.add_argument(
+            "--config",
+            action="append",
+            dest="configs",
+            metavar="LABEL",
+            help="a config label (repeatable); default: every config",
+        )
         c.add_argument("--json", action="store_true", help="print results as JSON on stdout")
-        c.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT,
-                       help=f"seconds per config before TIMEOUT (default {DEFAULT_TIMEOUT:g})")
+        c.add_argument(
+            "--timeout",
+            type=positive_float,
+            default=DEFAULT_TIMEOUT,
+            help=f"seconds per config before TIMEOUT (default {DEFAULT_TIMEOUT:g})",
+        )
         c.add_argument("--log-dir", type=Path, help="keep each config's full child log here")
         if name == "test":
             c.add_argument("--family")
-            c.add_argument("-j", "--jobs", type=positive_int, default=1,
-                           help="configs run in parallel (each in its own process)")
+            c.add_argument(
+                "-j",
+                "--jobs",
+                type=positive_int,
+                default=1,
+                help="configs run in parallel (each in its own process)",
+            )
         else:
             c.add_argument("--timer", choices=("proton", "event", "cudagraph_proton"))
             c.add_argument("--warmup", type=non_negative_float, help="warmup budget in ms")
             c.add_argument("--repeat", type=positive_float, help="repeat budget in ms")
             c.add_argument("--rounds", type=positive_int, default=5)
-            c.add_argument("--cooldown", type=non_negative_float, default=1.0,
-                           help="seconds before each impl")
+            c.add_argument(
+                "--cooldown", type=non_negative_float, default=1.0, help="seconds before each impl"
+            )
     return p
 
 
@@ -104,8 +128,10 @@ def main(argv=None) -> int:
         note("tirx-run: interrupted")
         return 130
     except Exception as e:  # noqa: BLE001 - a bug must still be one line, not a traceback
-        note(f"tirx-run: internal error: {type(e).__name__}: {e}; fix: report it with the "
-             "traceback that TIRX_KERNELS_DEBUG=1 prints")
+        note(
+            f"tirx-run: internal error: {type(e).__name__}: {e}; fix: report it with the "
+            "traceback that TIRX_KERNELS_DEBUG=1 prints"
+        )
         if os.environ.get("TIRX_KERNELS_DEBUG"):
             traceback.print_exc()
         return 1
@@ -137,8 +163,10 @@ def kernel_table(kernels) -> str:
     """The README's kernel table (a test keeps the README in sync with the registry)."""
     rows = ["| kernel | family | archs | configs | bench configs |", "|---|---|---|---|---|"]
     for k in sorted(kernels, key=lambda k: (k.family, k.name)):
-        rows.append(f"| `{k.name}` | {k.family} | {', '.join(k.archs)} | {len(k.labels)} "
-                    f"| {len(k.bench_labels)} |")
+        rows.append(
+            f"| `{k.name}` | {k.family} | {', '.join(k.archs)} | {len(k.labels)} "
+            f"| {len(k.bench_labels)} |"
+        )
     return "\n".join(rows)
 
 
@@ -147,18 +175,26 @@ def cmd_plugins(registry: Registry, args) -> int:
     for k in registry.kernels.values():
         counts[k.family] += 1
     families: list[dict[str, Any]] = [
-        {"name": f.family.name, "distribution": f.distribution, "version": f.version,
-         "license": f.family.license.expression, "kernels": counts[f.family.name]}
+        {
+            "name": f.family.name,
+            "distribution": f.distribution,
+            "version": f.version,
+            "license": f.family.license.expression,
+            "kernels": counts[f.family.name],
+        }
         for f in registry.families
     ]
-    broken = [{"name": b.name, "distribution": b.distribution, "error": b.error}
-              for b in registry.broken]
+    broken = [
+        {"name": b.name, "distribution": b.distribution, "error": b.error} for b in registry.broken
+    ]
     if args.format == "json":
         print(json.dumps({"families": families, "broken": broken}, indent=2))
         return 0
     for f in families:
-        print(f"{f['name']:<16} {f['distribution'] + ' ' + f['version']:<34} "
-              f"{f['license']:<28} {f['kernels']} kernel(s)")
+        print(
+            f"{f['name']:<16} {f['distribution'] + ' ' + f['version']:<34} "
+            f"{f['license']:<28} {f['kernels']} kernel(s)"
+        )
     for b in broken:
         print(f"BROKEN {b['name']:<9} {b['distribution']}: {b['error']}")
     return 0
@@ -175,8 +211,17 @@ def _requests(registry: Registry, args, action: str) -> list[Request]:
     if bench:
         options = {"rounds": args.rounds, "cooldown_s": args.cooldown}
         # forwarded only when given, so each timer keeps its own defaults
-        options.update({k: v for k, v in (("timer", args.timer), ("warmup", args.warmup),
-                                          ("repeat", args.repeat)) if v is not None})
+        options.update(
+            {
+                k: v
+                for k, v in (
+                    ("timer", args.timer),
+                    ("warmup", args.warmup),
+                    ("repeat", args.repeat),
+                )
+                if v is not None
+            }
+        )
     requests = []
     for k in kernels:
         labels = args.configs or (k.bench_labels if bench else k.labels)
@@ -187,13 +232,16 @@ def _requests(registry: Registry, args, action: str) -> list[Request]:
         raise UsageError("nothing selected: no kernels installed for that selection")
     problem = args.log_dir and unwritable(args.log_dir)
     if problem:  # found now, not halfway through the run
-        raise UsageError(f"--log-dir {args.log_dir} is not a writable folder ({problem}); "
-                         "fix: pass a folder you can write, or leave --log-dir out")
+        raise UsageError(
+            f"--log-dir {args.log_dir} is not a writable folder ({problem}); "
+            "fix: pass a folder you can write, or leave --log-dir out"
+        )
     return requests
 
 
-def _run_all(requests: list[Request], args, stop: StopSignals,
-             jobs: int = 1) -> tuple[list[Result], bool]:
+def _run_all(
+    requests: list[Request], args, stop: StopSignals, jobs: int = 1
+) -> tuple[list[Result], bool]:
     """Run requests in child processes, ``jobs`` at a time, reporting progress on stderr.
 
     Returns the finished results in request order and whether the run was interrupted
@@ -208,8 +256,11 @@ def _run_all(requests: list[Request], args, stop: StopSignals,
         while pending or running:
             while pending and len(running) < jobs:
                 i, req = pending.pop(0)
-                log = args.log_dir / f"{req.kernel}.{req.label}.{req.action}.log" \
-                    if args.log_dir else None
+                log = (
+                    args.log_dir / f"{req.kernel}.{req.label}.{req.action}.log"
+                    if args.log_dir
+                    else None
+                )
                 note(f"[{i + 1}/{total}] {req.kernel} {req.label} ...")
                 running.append((i, ChildRun(req, log_path=log)))
             time.sleep(0.05)
@@ -231,8 +282,10 @@ def _run_all(requests: list[Request], args, stop: StopSignals,
         for _, child in running:
             child.kill()
     if interrupted:
-        note(f"tirx-run: interrupted after {len(done)}/{total} config(s); killed "
-             f"{len(running)} running")
+        note(
+            f"tirx-run: interrupted after {len(done)}/{total} config(s); killed "
+            f"{len(running)} running"
+        )
     return [r for _, r in sorted(done, key=lambda x: x[0])], interrupted
 
 
@@ -242,14 +295,19 @@ def _progress(r: Result, n: int, total: int, elapsed: float) -> None:
         why = " (compile only; launch skipped)"
     elif r.status != "PASS":
         why = f": {r.detail.splitlines()[0] if r.detail else ''}"
-    note(f"  {r.status:<7} {r.kernel} {r.label} {r.seconds:.1f}s{why}  "
-         f"[{n}/{total} done, {elapsed:.0f}s]")
+    note(
+        f"  {r.status:<7} {r.kernel} {r.label} {r.seconds:.1f}s{why}  "
+        f"[{n}/{total} done, {elapsed:.0f}s]"
+    )
 
 
 def _summary(results: list[Result]) -> dict:
     counts = {s: sum(r.status == s for r in results) for s in STATUSES}
-    return {"total": len(results), **counts,
-            "compile_only": sum(r.launched is False for r in results)}
+    return {
+        "total": len(results),
+        **counts,
+        "compile_only": sum(r.launched is False for r in results),
+    }
 
 
 def cmd_test(registry: Registry, args) -> int:
@@ -262,13 +320,19 @@ def cmd_test(registry: Registry, args) -> int:
 
 def _report_test(results: list[Result], interrupted: bool, args) -> int:
     summary = _summary(results)
-    doc = {"results": [r.to_json() for r in results], "summary": summary,
-           "interrupted": interrupted}
+    doc = {
+        "results": [r.to_json() for r in results],
+        "summary": summary,
+        "interrupted": interrupted,
+    }
     if args.json:
         text = json.dumps(doc, indent=2)
     else:
-        text = "".join(f"--- {r.status} {r.kernel} {r.label}\n{r.detail}\n\n"
-                       for r in results if r.status in FAILED) + _summary_line(summary)
+        text = "".join(
+            f"--- {r.status} {r.kernel} {r.label}\n{r.detail}\n\n"
+            for r in results
+            if r.status in FAILED
+        ) + _summary_line(summary)
     code = _exit_code(results, interrupted)
     emit(text, results=doc, code=code, prog="tirx-run")  # stdout gone: saved to a file
     return code
@@ -296,8 +360,11 @@ def cmd_bench(registry: Registry, args) -> int:
 
 def _report_bench(results: list[Result], interrupted: bool, args) -> int:
     rows = [_bench_row(r) for r in results]
-    doc: dict[str, Any] = {"results": rows, "summary": _summary(results),
-                           "interrupted": interrupted}
+    doc: dict[str, Any] = {
+        "results": rows,
+        "summary": _summary(results),
+        "interrupted": interrupted,
+    }
     if args.json:
         text = json.dumps(doc, indent=2)
     else:
@@ -311,10 +378,14 @@ def _bench_row(r: Result) -> dict:
     row: dict[str, Any] = {"kernel": r.kernel, "config": r.label, "status": r.status}
     if r.bench:
         impls = r.bench.get("impls", {})
-        row.update(impls_us=impls, errors=r.bench.get("errors", {}),
-                   skipped=r.bench.get("skipped", {}),
-                   timer=r.bench.get("timer"), ratio=ratio(impls),
-                   round_samples=r.bench.get("round_samples", {}))
+        row.update(
+            impls_us=impls,
+            errors=r.bench.get("errors", {}),
+            skipped=r.bench.get("skipped", {}),
+            timer=r.bench.get("timer"),
+            ratio=ratio(impls),
+            round_samples=r.bench.get("round_samples", {}),
+        )
     if r.detail:
         row["detail"] = r.detail
     return row

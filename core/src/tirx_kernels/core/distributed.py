@@ -75,13 +75,20 @@ def free_port() -> int:
 
 def rank_env(rank: int, world_size: int, port: int, addr: str = "127.0.0.1") -> dict:
     """The environment of one rank (torchrun's variables, one node)."""
-    return {"RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank),
-            "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": addr,
-            "MASTER_PORT": str(port), **MULTICAST_OFF}
+    return {
+        "RANK": str(rank),
+        "WORLD_SIZE": str(world_size),
+        "LOCAL_RANK": str(rank),
+        "LOCAL_WORLD_SIZE": str(world_size),
+        "MASTER_ADDR": addr,
+        "MASTER_PORT": str(port),
+        **MULTICAST_OFF,
+    }
 
 
-def launch(module: str, config: dict, action: str, world_size: int, *, options=None,
-           backend: str = "nccl"):
+def launch(
+    module: str, config: dict, action: str, world_size: int, *, options=None, backend: str = "nccl"
+):
     """Run ``module.run_test(**config)`` (or ``run_bench(**config, **options)``) on
     ``world_size`` rank processes; return rank 0's result.
 
@@ -91,18 +98,40 @@ def launch(module: str, config: dict, action: str, world_size: int, *, options=N
     with tempfile.TemporaryDirectory(prefix="tirx-ranks-") as tmp_name:
         tmp = Path(tmp_name)
         request = tmp / "request.json"
-        request.write_text(json.dumps({"module": module, "config": config, "action": action,
-                                       "options": options or {}, "backend": backend}))
+        request.write_text(
+            json.dumps(
+                {
+                    "module": module,
+                    "config": config,
+                    "action": action,
+                    "options": options or {},
+                    "backend": backend,
+                }
+            )
+        )
         port = free_port()
         procs = []
         for rank in range(world_size):
-            env = {**os.environ, **rank_env(rank, world_size, port), "PYTHONUNBUFFERED": "1",
-                   **child_env()}  # a rank dies with its worker
+            env = {
+                **os.environ,
+                **rank_env(rank, world_size, port),
+                "PYTHONUNBUFFERED": "1",
+                **child_env(),
+            }  # a rank dies with its worker
             # same process group as the worker: the runner's timeout kill reaches every rank
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "tirx_kernels.core.distributed",
-                 str(request), str(tmp / f"rank{rank}.json")],
-                env=env, stdin=subprocess.DEVNULL))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "tirx_kernels.core.distributed",
+                        str(request),
+                        str(tmp / f"rank{rank}.json"),
+                    ],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                )
+            )
         results = _wait(procs, tmp)
     return _outcome(results)
 
@@ -121,8 +150,10 @@ def _wait(procs, tmp: Path) -> dict[int, dict]:
                     results[rank] = json.loads(path.read_text())
                 else:
                     code = proc.returncode
-                    results[rank] = {"status": "CRASH",
-                                     "detail": f"crashed (exit code {code}) without a result"}
+                    results[rank] = {
+                        "status": "CRASH",
+                        "detail": f"crashed (exit code {code}) without a result",
+                    }
                 if results[rank]["status"] != "PASS" and failed_at is None:
                     failed_at = time.monotonic()
             if failed_at is not None and time.monotonic() - failed_at > FAILURE_GRACE_S:
@@ -130,8 +161,10 @@ def _wait(procs, tmp: Path) -> dict[int, dict]:
                     if rank not in results:
                         proc.kill()
                         proc.wait()
-                        results[rank] = {"status": "KILLED",
-                                         "detail": "killed after another rank failed"}
+                        results[rank] = {
+                            "status": "KILLED",
+                            "detail": "killed after another rank failed",
+                        }
             time.sleep(0.05)
     finally:
         for proc in procs:  # an exception (Ctrl-C) here must not leave ranks behind
@@ -147,8 +180,10 @@ def _outcome(results: dict[int, dict]):
         return results[0].get("result")
     # the cause: a rank that crashed (it could not report), else the earliest failure;
     # the other ranks usually fail because of it (a peer left a collective)
-    rank = min(bad, key=lambda r: (results[r]["status"] != "CRASH",
-                                   results[r].get("time", float("inf")), r))
+    rank = min(
+        bad,
+        key=lambda r: (results[r]["status"] != "CRASH", results[r].get("time", float("inf")), r),
+    )
     status, detail = results[rank]["status"], results[rank]["detail"]
     others = ", ".join(f"rank {r} {results[r]['status']}" for r in bad if r != rank)
     message = f"rank {rank}: {detail}" + (f" (also: {others})" if others else "")
@@ -161,6 +196,7 @@ def _outcome(results: dict[int, dict]):
 
 # ---- rank side ---------------------------------------------------------------------------
 
+
 def init_rank(backend: str = "nccl"):
     """Bind ``cuda:LOCAL_RANK`` (NCCL) and join the process group from the environment."""
     import torch
@@ -171,8 +207,9 @@ def init_rank(backend: str = "nccl"):
     if backend == "nccl":
         torch.cuda.set_device(local)
         kwargs["device_id"] = torch.device("cuda", local)
-    dist.init_process_group(backend, rank=int(os.environ["RANK"]),
-                            world_size=int(os.environ["WORLD_SIZE"]), **kwargs)
+    dist.init_process_group(
+        backend, rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]), **kwargs
+    )
 
 
 def rank_callbacks():
@@ -205,9 +242,13 @@ def bench_context(stream=None):
 
         stream = torch.cuda.current_stream()
     barrier, max_reduce = rank_callbacks()
-    return toolchain.distributed_context(rank=dist.get_rank(),
-                                         world_size=dist.get_world_size(),
-                                         barrier=barrier, max_reduce=max_reduce, stream=stream)
+    return toolchain.distributed_context(
+        rank=dist.get_rank(),
+        world_size=dist.get_world_size(),
+        barrier=barrier,
+        max_reduce=max_reduce,
+        stream=stream,
+    )
 
 
 def _run_rank(request: dict):
@@ -226,8 +267,11 @@ def main(argv=None) -> int:
         init_rank(request["backend"])
     except Exception as e:  # noqa: BLE001 - a harness problem, never the kernel's FAIL
         traceback.print_exc()
-        return _finish(result_path, rank, {"status": "ERROR", "detail":
-                       f"process group init failed: {type(e).__name__}: {e}"})
+        return _finish(
+            result_path,
+            rank,
+            {"status": "ERROR", "detail": f"process group init failed: {type(e).__name__}: {e}"},
+        )
     try:
         out = {"status": "PASS", "result": _run_rank(request)}
     except unittest.SkipTest as e:

@@ -37,8 +37,7 @@ def die_with_parent() -> None:
     except ValueError:
         return  # started by hand: no parent to follow
     if not _request_death_signal():
-        threading.Thread(target=_watch, args=(parent,), name="tirx-lifeline",
-                         daemon=True).start()
+        threading.Thread(target=_watch, args=(parent,), name="tirx-lifeline", daemon=True).start()
     if os.getppid() != parent:  # the parent died before the request took effect
         os.kill(os.getpid(), signal.SIGKILL)
 

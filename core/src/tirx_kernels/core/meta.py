@@ -19,15 +19,41 @@ from pathlib import Path
 REQUIRED_META = {"name": str, "category": str, "compute_capability": int, "archs": list}
 OPTIONAL_META = {"description": str, "dtypes": list, "num_gpus": int}  # num_gpus: ranks, default 1
 # config dtype values are torch's names, in every family (labels may abbreviate)
-DTYPE_NAMES = frozenset({
-    "bfloat16", "float16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
-    "float8_e8m0fnu", "float4_e2m1fn_x2", "int8", "uint8", "int32", "int64",
-})
+DTYPE_NAMES = frozenset(
+    {
+        "bfloat16",
+        "float16",
+        "float32",
+        "float64",
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "float8_e8m0fnu",
+        "float4_e2m1fn_x2",
+        "int8",
+        "uint8",
+        "int32",
+        "int64",
+    }
+)
 _ARCH = re.compile(r"^sm_(\d+)(\d)a?$")
 _SAFE_BUILTINS = {
-    "dict": dict, "list": list, "tuple": tuple, "range": range, "len": len, "zip": zip,
-    "enumerate": enumerate, "min": min, "max": max, "str": str, "int": int, "float": float,
-    "bool": bool, "sorted": sorted, "True": True, "False": False, "None": None,
+    "dict": dict,
+    "list": list,
+    "tuple": tuple,
+    "range": range,
+    "len": len,
+    "zip": zip,
+    "enumerate": enumerate,
+    "min": min,
+    "max": max,
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "sorted": sorted,
+    "True": True,
+    "False": False,
+    "None": None,
 }
 
 
@@ -196,9 +222,7 @@ def validate_meta(meta: dict, *, where: str, category: str | None = None) -> Non
         if not m:
             raise MetaError(f"{where}: arch {arch!r} is not an exact arch such as 'sm_90a'")
         if int(m.group(1)) != cc:
-            raise MetaError(
-                f"{where}: arch {arch!r} does not belong to compute_capability {cc}"
-            )
+            raise MetaError(f"{where}: arch {arch!r} does not belong to compute_capability {cc}")
 
 
 def validate_configs(configs, *, where: str, name: str = "CONFIGS") -> list[str]:

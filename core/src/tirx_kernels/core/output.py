@@ -37,8 +37,14 @@ def note(text: str) -> None:
         pass
 
 
-def emit(text: str, *, results: dict | None = None, saved: Path | None = None,
-         code: int = 0, prog: str = "tirx") -> None:
+def emit(
+    text: str,
+    *,
+    results: dict | None = None,
+    saved: Path | None = None,
+    code: int = 0,
+    prog: str = "tirx",
+) -> None:
     """Print ``text`` on stdout; if stdout is gone, save ``results`` (or point at ``saved``)
     and raise StdoutClosed."""
     try:
@@ -67,8 +73,10 @@ def stdout_closed_line(prog: str, e: StdoutClosed) -> str:
     except (OSError, ValueError):
         pass
     where = f"; the results are saved in {e.saved}" if e.saved else ""
-    return (f"{prog}: error: stdout was closed before the output was complete (broken "
-            f"pipe){where}; fix: let the reader take all of it, or redirect it to a file")
+    return (
+        f"{prog}: error: stdout was closed before the output was complete (broken "
+        f"pipe){where}; fix: let the reader take all of it, or redirect it to a file"
+    )
 
 
 def _save(results: dict, prog: str) -> Path | None:

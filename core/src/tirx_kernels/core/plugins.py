@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points  # Python >= 3.10: ep.dist, group=
 from types import ModuleType
+from typing import Any
 
 import pluggy
 
@@ -138,8 +139,16 @@ def _declared_family(plugin: ModuleType, ep_name: str) -> Family:
     return family
 
 
-def call_for(*, pm: pluggy.PluginManager, plugin: ModuleType, hook: str, **kwargs):
-    """Call one plugin's implementation of a contribution hook (None if it has none).
+def call_for(
+    *,
+    pm: pluggy.PluginManager,
+    plugin: ModuleType,
+    hook: str,
+    default: Callable[..., Any] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Call one plugin's implementation of a contribution hook; ``default(**kwargs)`` (or
+    None) when the plugin has none.
 
     Contributions are attributed to their family: pluggy's ``get_hookimpls()`` finds the
     implementation the plugin registered, whose ``argnames`` (checked against the hookspec
@@ -148,4 +157,4 @@ def call_for(*, pm: pluggy.PluginManager, plugin: ModuleType, hook: str, **kwarg
     for impl in getattr(pm.hook, hook).get_hookimpls():
         if impl.plugin is plugin:
             return impl.function(**{name: kwargs[name] for name in impl.argnames})
-    return None
+    return default(**kwargs) if default is not None else None

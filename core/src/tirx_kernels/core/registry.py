@@ -15,6 +15,7 @@ from types import ModuleType
 
 import pluggy
 
+from . import registration
 from .meta import MetaError, read_module_info, validate_configs, validate_meta
 from .plugins import (
     BrokenFamily,
@@ -191,16 +192,28 @@ class Registry:
         files: list[tuple[str, Path]] = []
         for fam in self.families:
             found: list = []
-            call_for(pm=self.pm, plugin=fam.plugin, hook="tirx_kernels_suite_configs",
-                     family=fam.family, register=found.append)
+            call_for(
+                pm=self.pm,
+                plugin=fam.plugin,
+                hook="tirx_kernels_suite_configs",
+                default=registration.suite_files_of,
+                family=fam.family,
+                register=found.append,
+            )
             files.extend((fam.family.name, Path(p)) for p in found)
         return files
 
 
 def _family_kernels(pm: pluggy.PluginManager, fam: LoadedFamily) -> list[Kernel]:
     paths: list[str] = []
-    call_for(pm=pm, plugin=fam.plugin, hook="tirx_kernels_register_kernels", family=fam.family,
-             register=paths.append)
+    call_for(
+        pm=pm,
+        plugin=fam.plugin,
+        hook="tirx_kernels_register_kernels",
+        default=registration.kernels_of,
+        family=fam.family,
+        register=paths.append,
+    )
     kernels = []
     for module in paths:
         spec = importlib.util.find_spec(module)  # imports parent packages only
@@ -214,7 +227,15 @@ def _family_kernels(pm: pluggy.PluginManager, fam: LoadedFamily) -> list[Kernel]
         if info.bench_configs is not None:
             validate_configs(info.bench_configs, where=where, name="BENCH_CONFIGS")
         kernels.append(
-            Kernel(info.meta["name"], fam.family.name, fam.distribution, module, path,
-                   info.meta, info.configs, info.bench_configs)
+            Kernel(
+                info.meta["name"],
+                fam.family.name,
+                fam.distribution,
+                module,
+                path,
+                info.meta,
+                info.configs,
+                info.bench_configs,
+            )
         )
     return kernels

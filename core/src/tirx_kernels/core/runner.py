@@ -57,8 +57,14 @@ class Request:
 class ChildRun:
     """One config running in a child process; poll it, wait for it, or kill it."""
 
-    def __init__(self, request: Request, *, env: dict | None = None, log_path: Path | None = None,
-                 python: str | None = None):
+    def __init__(
+        self,
+        request: Request,
+        *,
+        env: dict | None = None,
+        log_path: Path | None = None,
+        python: str | None = None,
+    ):
         self.request = request
         self._tmp = tempfile.TemporaryDirectory(prefix="tirx-run-")
         tmp = Path(self._tmp.name)
@@ -73,10 +79,18 @@ class ChildRun:
         self._log = open(self.log_path, "wb")
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
-            [python or sys.executable, "-m", "tirx_kernels.core.worker",
-             str(request_path), str(self.result_path)],
-            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=environ, start_new_session=True,  # own process group: kill takes it all
+            [
+                python or sys.executable,
+                "-m",
+                "tirx_kernels.core.worker",
+                str(request_path),
+                str(self.result_path),
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=environ,
+            start_new_session=True,  # own process group: kill takes it all
         )
 
     @property
@@ -126,16 +140,28 @@ class ChildRun:
         if status in FAILED and detail and "\n" not in detail:
             detail = f"{detail}\n{self.log_tail()}"
         self._log.close()
-        result = Result(self.request.kernel, self.request.label, self.request.action, status,
-                        seconds, detail, log=str(self.log_path) if self.keep_log else None,
-                        **fields)
+        result = Result(
+            self.request.kernel,
+            self.request.label,
+            self.request.action,
+            status,
+            seconds,
+            detail,
+            log=str(self.log_path) if self.keep_log else None,
+            **fields,
+        )
         if not self.keep_log:
             self._tmp.cleanup()
         return result
 
 
-def run_config(request: Request, *, timeout: float | None, env: dict | None = None,
-               log_path: Path | None = None) -> Result:
+def run_config(
+    request: Request,
+    *,
+    timeout: float | None,
+    env: dict | None = None,
+    log_path: Path | None = None,
+) -> Result:
     """Run one config to completion in a child process."""
     child = ChildRun(request, env=env, log_path=log_path)
     try:

@@ -46,8 +46,9 @@ def ulp_tols(dtype: str) -> dict[str, float]:
     return dict(_ULP_TOLS[dtype])
 
 
-def randn(shape, dtype: str, seed: int, scale: float = 1.0, shift: float = 0.0,
-          device: str = "cuda") -> torch.Tensor:
+def randn(
+    shape, dtype: str, seed: int, scale: float = 1.0, shift: float = 0.0, device: str = "cuda"
+) -> torch.Tensor:
     """Deterministic normal data, generated on the CPU (the same on every GPU)."""
     g = torch.Generator().manual_seed(seed)
     t = torch.randn(shape, generator=g, dtype=torch.float32) * scale + shift
@@ -72,8 +73,9 @@ def available(module: str) -> bool:
     return True
 
 
-def assert_close(what: str, got: torch.Tensor, want: torch.Tensor, *, atol: float,
-                 rtol: float) -> float:
+def assert_close(
+    what: str, got: torch.Tensor, want: torch.Tensor, *, atol: float, rtol: float
+) -> float:
     """Max abs error of ``got`` vs ``want``; AssertionError naming the first element outside
     ``atol + rtol * |want|``, its value and how many are outside."""
     if got.shape != want.shape:
@@ -91,10 +93,18 @@ def assert_close(what: str, got: torch.Tensor, want: torch.Tensor, *, atol: floa
     return float(err.max()) if err.numel() else 0.0
 
 
-def bench(ours: Callable[[], Any], references: Mapping[str, Callable[[], Callable[[], Any]]],
-          **options: Any) -> dict:
+def bench(
+    ours: Callable[[], Any],
+    references: Mapping[str, Callable[[], Callable[[], Any]]],
+    **options: Any,
+) -> dict:
     """Time our launch beside lazily built references with the options tirx-run forwards
-    (``warmup``, ``repeat``, ``timer``, ``rounds``, ``cooldown_s``); microseconds."""
-    from . import toolchain
+    (``warmup``, ``repeat``, ``timer``, ``rounds``, ``cooldown_s``); microseconds.
 
-    return toolchain.bench({"tirx": ours}, references=references, **options)
+    Other keys are dropped, so a run_bench may pass its whole ``**options`` catch-all.
+    """
+    from . import toolchain
+    from .protocol import BENCH_OPTIONS
+
+    chosen = {key: value for key, value in options.items() if key in BENCH_OPTIONS}
+    return toolchain.bench({"tirx": ours}, references=references, **chosen)

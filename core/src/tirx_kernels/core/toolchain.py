@@ -136,8 +136,14 @@ def bench(
     return result
 
 
-def distributed_context(*, rank: int, world_size: int, barrier: Callable[[], None],
-                        max_reduce: Callable[[float], float], stream: Any):
+def distributed_context(
+    *,
+    rank: int,
+    world_size: int,
+    barrier: Callable[[], None],
+    max_reduce: Callable[[float], float],
+    stream: Any,
+):
     """A ``tvm_tirx.testing.bench.DistributedBenchContext`` for one rank (imported lazily).
 
     Pass it as ``bench(..., distributed=ctx)``: the timer becomes kineto (fixed iteration
@@ -147,5 +153,6 @@ def distributed_context(*, rank: int, world_size: int, barrier: Callable[[], Non
     """
     from tvm_tirx.testing.bench import DistributedBenchContext
 
-    return DistributedBenchContext(rank=rank, world_size=world_size, barrier=barrier,
-                                   max_reduce=max_reduce, stream=stream)
+    return DistributedBenchContext(
+        rank=rank, world_size=world_size, barrier=barrier, max_reduce=max_reduce, stream=stream
+    )

@@ -29,8 +29,9 @@ def execute(request: Request) -> dict:
     module = kernel.load()
     hook = registry.pm.hook
     if request.action == "bench":
-        result = hook.tirx_kernels_run_bench(kernel=kernel, module=module, config=config,
-                                             options=request.options)
+        result = hook.tirx_kernels_run_bench(
+            kernel=kernel, module=module, config=config, options=request.options
+        )
         if not isinstance(result, dict) or "impls" not in result:
             raise TypeError(f"run_bench must return the bench result dict, got {result!r}")
         return {"status": PASS, "bench": result}

@@ -12,6 +12,17 @@ from .findings import Finding
 from .headers import FileRule, check_python
 from .wheel import audit_wheel
 
-__all__ = ["Distribution", "FileRule", "Finding", "Repo", "audit", "audit_distribution",
-           "audit_root", "audit_wheel", "check_python", "discover", "expected_expression",
-           "rule_for"]
+__all__ = [
+    "Distribution",
+    "FileRule",
+    "Finding",
+    "Repo",
+    "audit",
+    "audit_distribution",
+    "audit_root",
+    "audit_wheel",
+    "check_python",
+    "discover",
+    "expected_expression",
+    "rule_for",
+]

@@ -39,24 +39,39 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tirx-license", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     a = sub.add_parser("audit", help="check headers, pyproject license fields, license files")
-    a.add_argument("--package", action="append", default=[], metavar="NAME",
-                   help="distribution (tirx-kernels-basic) or family (basic); repeatable")
+    a.add_argument(
+        "--package",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="distribution (tirx-kernels-basic) or family (basic); repeatable",
+    )
     # nargs="+" with "extend": both `--wheel dist/*.whl` (a shell glob) and repeated
     # `--wheel A --wheel B` work.
-    a.add_argument("--wheel", nargs="+", action="extend", default=[], metavar="PATH", type=Path,
-                   help="also audit built wheels (one or more); alone, audit only the wheels")
+    a.add_argument(
+        "--wheel",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="PATH",
+        type=Path,
+        help="also audit built wheels (one or more); alone, audit only the wheels",
+    )
     a.add_argument("--json", action="store_true", help="machine-readable report")
-    a.add_argument("--self-test", action="store_true",
-                   help="prove every rule fires on synthetic broken cases")
+    a.add_argument(
+        "--self-test", action="store_true", help="prove every rule fires on synthetic broken cases"
+    )
     a.add_argument("--root", type=Path, help="repository root (default: git top level)")
-    f = sub.add_parser("fix", help="add the native header to header-less files "
-                       "of native packages")
+    f = sub.add_parser("fix", help="add the native header to header-less files of native packages")
     f.add_argument("files", nargs="*", type=Path)
     f.add_argument("--package", action="append", default=[], metavar="NAME")
     f.add_argument("--dry-run", action="store_true")
     f.add_argument("--root", type=Path)
-    sb = sub.add_parser("sbom", help="SPDX 2.3 JSON document of the distributions the audit "
-                        "covers (needs tirx-kernels-core[sbom])")
+    sb = sub.add_parser(
+        "sbom",
+        help="SPDX 2.3 JSON document of the distributions the audit "
+        "covers (needs tirx-kernels-core[sbom])",
+    )
     sb.add_argument("--package", action="append", default=[], metavar="NAME")
     sb.add_argument("-o", "--output", type=Path, help="write here (default: stdout)")
     sb.add_argument("--root", type=Path)
@@ -92,16 +107,26 @@ def python_file_count(d: Distribution, repo: Repo | None, every) -> int:
 
 
 def _describe(d: Distribution, repo: Repo | None, every) -> dict:
-    row = {"name": d.name, "kind": d.kind, "family": d.family, "version": d.version,
-           "source": d.source(repo), "root": str(d.root) if d.root else None}
+    row = {
+        "name": d.name,
+        "kind": d.kind,
+        "family": d.family,
+        "version": d.version,
+        "source": d.source(repo),
+        "root": str(d.root) if d.root else None,
+    }
     if d.kind == "broken":
         return row | {"error": d.error}
     policy = d.loaded_policy
     up = policy.upstream
-    return row | {"expression": policy.expression, "expected": expected_expression(d, every),
-                  "copyright_holder": policy.copyright_holder,
-                  "upstream": up.url if up else None, "license_files": required_files(d),
-                  "python_files": python_file_count(d, repo, every)}
+    return row | {
+        "expression": policy.expression,
+        "expected": expected_expression(d, every),
+        "copyright_holder": policy.copyright_holder,
+        "upstream": up.url if up else None,
+        "license_files": required_files(d),
+        "python_files": python_file_count(d, repo, every),
+    }
 
 
 def _checkout(root: Path | None) -> Repo | None:
@@ -115,7 +140,8 @@ def audited(dists: list[Distribution], repo: Repo | None) -> str:
     groups: dict[str, list[str]] = {}
     for d in dists:
         groups.setdefault(d.source(repo), []).append(
-            f"{d.name} {d.version}" if d.version else d.name)
+            f"{d.name} {d.version}" if d.version else d.name
+        )
     return "; ".join(f"{where}: {', '.join(names)}" for where, names in groups.items())
 
 
@@ -131,8 +157,10 @@ def cmd_audit(args) -> int:
     chosen = [] if wheels_only else select(dists, args.package)
     if not chosen and not wheels_only:
         where = f"in the checkout {repo.root}" if repo else "installed (and no checkout here)"
-        raise UsageError(f"no tirx-kernels distribution found {where}; pip install the "
-                         "families, run it from a checkout, or pass --root")
+        raise UsageError(
+            f"no tirx-kernels distribution found {where}; pip install the "
+            "families, run it from a checkout, or pass --root"
+        )
     if chosen:
         findings += audit(chosen, repo, dists)
     for w in args.wheel:
@@ -140,14 +168,25 @@ def cmd_audit(args) -> int:
     if args.package:
         skipped = []  # only what was asked for
     files = sum(python_file_count(d, repo, dists) for d in chosen)
-    summary = (f"{len(chosen)} distributions ({audited(chosen, repo) or '-'}), {files} Python "
-               f"files, {len(args.wheel)} wheels: {len(findings)} findings")
+    summary = (
+        f"{len(chosen)} distributions ({audited(chosen, repo) or '-'}), {files} Python "
+        f"files, {len(args.wheel)} wheels: {len(findings)} findings"
+    )
     if args.json:
-        print(json.dumps({"ok": not findings, "summary": summary,
-                          "checkout": str(repo.root) if repo else None,
-                          "distributions": [_describe(d, repo, dists) for d in chosen],
-                          "skipped": skipped, "wheels": [str(w) for w in args.wheel],
-                          "findings": [f.to_json() for f in findings]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "ok": not findings,
+                    "summary": summary,
+                    "checkout": str(repo.root) if repo else None,
+                    "distributions": [_describe(d, repo, dists) for d in chosen],
+                    "skipped": skipped,
+                    "wheels": [str(w) for w in args.wheel],
+                    "findings": [f.to_json() for f in findings],
+                },
+                indent=2,
+            )
+        )
     else:
         for f in findings:
             print(f)
@@ -160,19 +199,27 @@ def cmd_audit(args) -> int:
 def cmd_fix(args) -> int:
     repo = _checkout(args.root)
     if repo is None:
-        raise UsageError("fix edits a checkout's files, and there is none here: run it inside "
-                         "a git checkout or pass --root (installed files are never edited)")
+        raise UsageError(
+            "fix edits a checkout's files, and there is none here: run it inside "
+            "a git checkout or pass --root (installed files are never edited)"
+        )
     dists, _ = discover(repo)
     # Only source trees of this checkout: never an installed file or another repository.
-    mine = [d for d in select(dists, args.package) if d.root is not None
-            and (d.root == repo.root or repo.root in d.root.parents)]
+    mine = [
+        d
+        for d in select(dists, args.package)
+        if d.root is not None and (d.root == repo.root or repo.root in d.root.parents)
+    ]
     result = fix(mine, repo, dists, args.files or None, dry_run=args.dry_run)
     verb = "would add" if args.dry_run else "added"
     for rel, why in result.errors:
         print(f"{rel}: ERROR: {why}", file=sys.stderr)
     if result.errors:
-        print(f"tirx-license fix: nothing written: {len(result.errors)} file(s) cannot be "
-              "read (named above)", file=sys.stderr)
+        print(
+            f"tirx-license fix: nothing written: {len(result.errors)} file(s) cannot be "
+            "read (named above)",
+            file=sys.stderr,
+        )
         return 1
     for rel in result.fixed:
         print(f"{rel}: {verb} the native header")
@@ -190,9 +237,17 @@ def cmd_list(args) -> int:
     dists, findings = discover(repo, skipped=skipped)
     rows = [_describe(d, repo, dists) for d in dists]
     if args.json:
-        print(json.dumps({"checkout": str(repo.root) if repo else None, "distributions": rows,
-                          "skipped": skipped, "findings": [f.to_json() for f in findings]},
-                         indent=2))
+        print(
+            json.dumps(
+                {
+                    "checkout": str(repo.root) if repo else None,
+                    "distributions": rows,
+                    "skipped": skipped,
+                    "findings": [f.to_json() for f in findings],
+                },
+                indent=2,
+            )
+        )
     else:
         for r in rows:
             terms = r.get("expected") or f"BROKEN: {r.get('error')}"
@@ -213,8 +268,10 @@ def cmd_sbom(args) -> int:
     broken = [d for d in chosen if d.kind == "broken" or d.policy is None]
     chosen = [d for d in chosen if d not in broken and (d.root or d.installed)]
     if not chosen:
-        raise UsageError("no distribution to describe; pip install the families, run it "
-                         "from a checkout, or pass --root")
+        raise UsageError(
+            "no distribution to describe; pip install the families, run it "
+            "from a checkout, or pass --root"
+        )
     try:
         version = importlib.metadata.version("tirx-kernels-core")
     except importlib.metadata.PackageNotFoundError:
@@ -225,8 +282,9 @@ def cmd_sbom(args) -> int:
         raise UsageError(str(e)) from None
     errors = sbom.validation_errors(document)
     if errors:
-        print(f"tirx-license sbom: the document is not valid SPDX 2.3: {errors[0]}",
-              file=sys.stderr)
+        print(
+            f"tirx-license sbom: the document is not valid SPDX 2.3: {errors[0]}", file=sys.stderr
+        )
         return 1
     text = sbom.to_json(document)
     if args.output:
@@ -234,11 +292,15 @@ def cmd_sbom(args) -> int:
     else:
         sys.stdout.write(text)
     for d in broken:
-        print(f"tirx-license sbom: left out {d.name}: its family failed to load "
-              f"({d.error})", file=sys.stderr)
-    print(f"tirx-license sbom: {len(chosen)} distributions ({audited(chosen, repo)}), "
-          f"{len(document.files)} ported files" + (f" -> {args.output}" if args.output
-                                                     else ""), file=sys.stderr)
+        print(
+            f"tirx-license sbom: left out {d.name}: its family failed to load ({d.error})",
+            file=sys.stderr,
+        )
+    print(
+        f"tirx-license sbom: {len(chosen)} distributions ({audited(chosen, repo)}), "
+        f"{len(document.files)} ported files" + (f" -> {args.output}" if args.output else ""),
+        file=sys.stderr,
+    )
     return 1 if broken else 0
 
 
@@ -257,8 +319,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except OSError as e:  # a file or folder named on the command line, or the disk
         where = f" {e.filename}" if e.filename else ""
-        print(f"tirx-license {args.command}: cannot access{where}: {e.strerror or e}; check "
-              "the path and its permissions", file=sys.stderr)
+        print(
+            f"tirx-license {args.command}: cannot access{where}: {e.strerror or e}; check "
+            "the path and its permissions",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         print("tirx-license: interrupted", file=sys.stderr)
@@ -266,8 +331,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # no CLI path prints a traceback; the debug variable shows it
         if os.environ.get(DEBUG_ENV):
             raise
-        print(f"tirx-license {args.command}: internal error: {type(e).__name__}: {e}; "
-              f"rerun with {DEBUG_ENV}=1 for the traceback and report it", file=sys.stderr)
+        print(
+            f"tirx-license {args.command}: internal error: {type(e).__name__}: {e}; "
+            f"rerun with {DEBUG_ENV}=1 for the traceback and report it",
+            file=sys.stderr,
+        )
         return 2
 
 

@@ -68,8 +68,11 @@ class Repo:
 
     @classmethod
     def of_git(cls, top: Path) -> Repo:
-        listed = subprocess.run(["git", "ls-files", "-z"], cwd=top, capture_output=True,
-                                check=True).stdout.decode("utf-8", "replace").split("\0")
+        listed = (
+            subprocess.run(["git", "ls-files", "-z"], cwd=top, capture_output=True, check=True)
+            .stdout.decode("utf-8", "replace")
+            .split("\0")
+        )
         return cls(top, [f for f in listed if f and (top / f).is_file()], True)
 
     @classmethod
@@ -91,22 +94,40 @@ class Repo:
 
 def git_top(start: Path) -> Path | None:
     try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=start,
-                             capture_output=True, text=True, check=True).stdout.strip()
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"],
+            cwd=start,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
     return Path(top).resolve() if top else None
 
 
-_SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "build", "dist", ".pytest_cache",
-              ".ruff_cache", ".device", ".scratch", ".bench-suite", "node_modules"}
+_SKIP_DIRS = {
+    ".git",
+    "__pycache__",
+    ".venv",
+    "venv",
+    "build",
+    "dist",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".device",
+    ".scratch",
+    ".bench-suite",
+    "node_modules",
+}
 
 
 def walk(root: Path) -> list[str]:
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames
-                             if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in _SKIP_DIRS and not d.endswith(".egg-info")
+        )
         for name in sorted(filenames):
             out.append((Path(dirpath) / name).relative_to(root).as_posix())
     return out
@@ -143,8 +164,9 @@ class Distribution:
         if self.kind == "broken":
             return "broken"
         if self.root is not None:
-            in_checkout = repo is not None and (self.root == repo.root or
-                                                repo.root in self.root.parents)
+            in_checkout = repo is not None and (
+                self.root == repo.root or repo.root in self.root.parents
+            )
             return "checkout" if in_checkout else f"source {self.root}"
         if self.installed is not None:
             return f"installed {self.installed.locate_file('')}"
@@ -213,9 +235,18 @@ def _family_dist(loaded, root: Path | None, name: str) -> Distribution:
         pdir = package_dir(fam.package)
     plugin = getattr(loaded.plugin, "__file__", None)
     installed = installed_distribution(name) if root is None else None
-    return Distribution(normalize(name), root, fam.license, "family", fam.name, fam.package,
-                        pdir, Path(plugin).resolve() if plugin else None, installed=installed,
-                        version=loaded.version if loaded.version != "?" else None)
+    return Distribution(
+        normalize(name),
+        root,
+        fam.license,
+        "family",
+        fam.name,
+        fam.package,
+        pdir,
+        Path(plugin).resolve() if plugin else None,
+        installed=installed,
+        version=loaded.version if loaded.version != "?" else None,
+    )
 
 
 def _broken(name: str, family: str, error: str, root: Path | None = None) -> Distribution:
@@ -242,16 +273,28 @@ def _installed_rest(dists: list[Distribution]) -> tuple[list[Distribution], list
         known.add(name)
         deps = _requirement_names(inst.requires)
         if any(is_tirx_name(d) for d in deps):
-            found.append(Distribution(name, None, CORE_POLICY, "other", dependencies=deps,
-                                      installed=inst, version=inst.version))
+            found.append(
+                Distribution(
+                    name,
+                    None,
+                    CORE_POLICY,
+                    "other",
+                    dependencies=deps,
+                    installed=inst,
+                    version=inst.version,
+                )
+            )
         else:
-            skipped.append(f"{name}: installed, but declares no tirx_kernels family "
-                           "(no license policy to audit it by)")
+            skipped.append(
+                f"{name}: installed, but declares no tirx_kernels family "
+                "(no license policy to audit it by)"
+            )
     return found, skipped
 
 
-def discover(repo: Repo | None, eps=None,
-             skipped: list[str] | None = None) -> tuple[list[Distribution], list[Finding]]:
+def discover(
+    repo: Repo | None, eps=None, skipped: list[str] | None = None
+) -> tuple[list[Distribution], list[Finding]]:
     """Every distribution of the checkout (``repo``; None: no checkout) plus every installed
     family and tirx-kernels distribution; and findings about the checkout's pyproject files.
 
@@ -271,10 +314,19 @@ def discover(repo: Repo | None, eps=None,
     core_dir = Path(__file__).resolve().parent.parent
     core_root = find_root(core_dir, CORE_DISTRIBUTION)
     core_installed = installed_distribution(CORE_DISTRIBUTION) if core_root is None else None
-    dists.append(Distribution(CORE_DISTRIBUTION, core_root.resolve() if core_root else None,
-                              CORE_POLICY, "core", None, CORE_PACKAGE, core_dir,
-                              installed=core_installed,
-                              version=core_installed.version if core_installed else None))
+    dists.append(
+        Distribution(
+            CORE_DISTRIBUTION,
+            core_root.resolve() if core_root else None,
+            CORE_POLICY,
+            "core",
+            None,
+            CORE_PACKAGE,
+            core_dir,
+            installed=core_installed,
+            version=core_installed.version if core_installed else None,
+        )
+    )
     if eps is None:  # the real environment: its other tirx-kernels distributions too
         rest, left_out = _installed_rest(dists)
         dists += rest
@@ -331,14 +383,26 @@ def _checkout_distributions(repo: Repo, dists: list[Distribution]):
         name = normalize(str(project["name"]))
         eps_table = project.get("entry-points", {}).get(ENTRY_POINT_GROUP, {})
         deps = _requirement_names(project.get("dependencies", []))
-        if name != CORE_DISTRIBUTION and not eps_table and not (
-                is_tirx_name(name) and any(is_tirx_name(d) for d in deps)):
+        if (
+            name != CORE_DISTRIBUTION
+            and not eps_table
+            and not (is_tirx_name(name) and any(is_tirx_name(d) for d in deps))
+        ):
             continue
         dists = [d for d in dists if not (d.name == name and d.root is None)]
         if name == CORE_DISTRIBUTION:
             dists = [d for d in dists if d.name != name]
-            dists.append(Distribution(name, root, CORE_POLICY, "core", None, CORE_PACKAGE,
-                                      root / "src" / "tirx_kernels" / "core"))
+            dists.append(
+                Distribution(
+                    name,
+                    root,
+                    CORE_POLICY,
+                    "core",
+                    None,
+                    CORE_PACKAGE,
+                    root / "src" / "tirx_kernels" / "core",
+                )
+            )
         elif eps_table:
             dists = [d for d in dists if d.name != name]
             src = root / "src" if (root / "src").is_dir() else root

@@ -48,14 +48,15 @@ def add_native_header(text: str, header: tuple[str, ...] | None = None) -> str:
     """``text`` with the native header after any shebang/coding line, same line endings."""
     header = header or native_header()
     bom = BOM if text.startswith(BOM) else ""
-    text = text[len(bom):]
+    text = text[len(bom) :]
     newline = newline_of(text)
     lines = text.splitlines(keepends=True)
     start, _ = header_block([line.rstrip("\r\n") for line in lines])
     if start and not lines[start - 1].endswith(("\n", "\r")):
         lines[start - 1] += newline  # a shebang-only file without a final newline
-    return bom + "".join(lines[:start]) + "".join(h + newline for h in header) + \
-        "".join(lines[start:])
+    return (
+        bom + "".join(lines[:start]) + "".join(h + newline for h in header) + "".join(lines[start:])
+    )
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -95,24 +96,40 @@ def _plan(dists, repo, every, wanted, result: FixResult) -> list[_Planned]:
             try:
                 text = path.read_bytes().decode("utf-8")
             except UnicodeDecodeError as e:
-                result.errors.append((rel, f"not UTF-8 ({e.reason} at byte {e.start}): "
-                                      "re-encode it as UTF-8, or name only other files, "
-                                      "then rerun"))
+                result.errors.append(
+                    (
+                        rel,
+                        f"not UTF-8 ({e.reason} at byte {e.start}): "
+                        "re-encode it as UTF-8, or name only other files, "
+                        "then rerun",
+                    )
+                )
                 continue
             except OSError as e:
-                result.errors.append((rel, f"cannot read it ({e.strerror or e}): fix its "
-                                      "permissions or name only other files, then rerun"))
+                result.errors.append(
+                    (
+                        rel,
+                        f"cannot read it ({e.strerror or e}): fix its "
+                        "permissions or name only other files, then rerun",
+                    )
+                )
                 continue
             if not dist.policy.native:
                 if not has_any_header(text):
-                    result.refused.append((rel, f"{dist.name} is a port family "
-                                           f"({dist.policy.upstream.project}): write its header "
-                                           "by hand"))
+                    result.refused.append(
+                        (
+                            rel,
+                            f"{dist.name} is a port family "
+                            f"({dist.policy.upstream.project}): write its header "
+                            "by hand",
+                        )
+                    )
                 continue
             if has_any_header(text):
                 if list(map(str.rstrip, header_block(text.splitlines())[1])) != list(header):
-                    result.skipped.append((rel, "has a header that is not the native one "
-                                           "(see tirx-license audit)"))
+                    result.skipped.append(
+                        (rel, "has a header that is not the native one (see tirx-license audit)")
+                    )
                 continue
             plan.append(_Planned(rel, path, add_native_header(text, header)))
     if wanted is not None:
@@ -129,8 +146,9 @@ def _write_all(plan: list[_Planned]) -> None:
     staged: list[tuple[str, Path]] = []
     try:
         for item in plan:
-            fd, tmp = tempfile.mkstemp(dir=item.path.parent, prefix=f".{item.path.name}.",
-                                       suffix=".tmp")
+            fd, tmp = tempfile.mkstemp(
+                dir=item.path.parent, prefix=f".{item.path.name}.", suffix=".tmp"
+            )
             staged.append((tmp, item.path))
             with os.fdopen(fd, "wb") as f:
                 f.write(item.text.encode("utf-8"))
@@ -145,8 +163,13 @@ def _write_all(plan: list[_Planned]) -> None:
         os.replace(tmp, path)
 
 
-def fix(dists: list[Distribution], repo: Repo, every: list[Distribution],
-        only: list[Path] | None = None, dry_run: bool = False) -> FixResult:
+def fix(
+    dists: list[Distribution],
+    repo: Repo,
+    every: list[Distribution],
+    only: list[Path] | None = None,
+    dry_run: bool = False,
+) -> FixResult:
     result = FixResult()
     wanted = {p.resolve() for p in only} if only else None
     plan = _plan(dists, repo, every, wanted, result)
@@ -156,8 +179,12 @@ def fix(dists: list[Distribution], repo: Repo, every: list[Distribution],
         try:
             _write_all(plan)
         except OSError as e:
-            result.errors.append((str(getattr(e, "filename", "") or "?"),
-                                  f"cannot write ({e.strerror or e}); no file was changed"))
+            result.errors.append(
+                (
+                    str(getattr(e, "filename", "") or "?"),
+                    f"cannot write ({e.strerror or e}); no file was changed",
+                )
+            )
             return result
     result.fixed = [item.rel for item in plan]
     return result

@@ -15,22 +15,47 @@ def metadata_version(meta: Message) -> tuple[int, ...]:
     return tuple(int(x) for x in meta.get("Metadata-Version", "0").split(".") if x.isdigit())
 
 
-def check_metadata(meta: Message, want: str | None, where: str,
-                   rules: tuple[str, str]) -> list[Finding]:
+def check_metadata(
+    meta: Message, want: str | None, where: str, rules: tuple[str, str]
+) -> list[Finding]:
     """``rules``: the ids of (a metadata problem, a License-Expression problem)."""
     meta_rule, expr_rule = rules
     out = []
     if metadata_version(meta) < (2, 4):
-        out.append(Finding(meta_rule, where, "PEP 639 metadata needs Metadata-Version 2.4 or "
-                           "later", ">= 2.4", meta.get("Metadata-Version", "(missing)")))
+        out.append(
+            Finding(
+                meta_rule,
+                where,
+                "PEP 639 metadata needs Metadata-Version 2.4 or later",
+                ">= 2.4",
+                meta.get("Metadata-Version", "(missing)"),
+            )
+        )
     expr = meta.get("License-Expression")
     if not expr:
-        out.append(Finding(meta_rule, where, "METADATA has no License-Expression",
-                           want or "an SPDX expression", "(missing)"))
+        out.append(
+            Finding(
+                meta_rule,
+                where,
+                "METADATA has no License-Expression",
+                want or "an SPDX expression",
+                "(missing)",
+            )
+        )
     elif invalid(expr):
-        out.append(Finding(expr_rule, where, "License-Expression is not a valid SPDX "
-                           f"expression: {invalid(expr)}", want or "an SPDX expression", expr))
+        out.append(
+            Finding(
+                expr_rule,
+                where,
+                f"License-Expression is not a valid SPDX expression: {invalid(expr)}",
+                want or "an SPDX expression",
+                expr,
+            )
+        )
     elif want is not None and terms(expr) != terms(want):
-        out.append(Finding(expr_rule, where, "License-Expression is not the distribution's "
-                           "terms", want, expr))
+        out.append(
+            Finding(
+                expr_rule, where, "License-Expression is not the distribution's terms", want, expr
+            )
+        )
     return out

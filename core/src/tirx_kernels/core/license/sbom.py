@@ -58,9 +58,8 @@ def _files(dist: Distribution, repo: Repo | None, every) -> list[PortedFile]:
     elif dist.installed is not None:
         prefix = f"{dist.package_path}/" if dist.package_path else None
         for rel in installed_python_files(dist):
-            inside = rel[len(prefix):] if prefix and rel.startswith(prefix) else None
-            out.append(PortedFile(rel, locate(dist.installed, rel).read_bytes(),
-                                  inside))
+            inside = rel[len(prefix) :] if prefix and rel.startswith(prefix) else None
+            out.append(PortedFile(rel, locate(dist.installed, rel).read_bytes(), inside))
     return out
 
 
@@ -84,8 +83,13 @@ def _header_facts(text: str) -> tuple[str | None, str | None, list[str]]:
     return expr, commit, [c for c in copyrights if c]
 
 
-def build_document(dists: list[Distribution], repo: Repo | None, every, tool_version: str,
-                   created: datetime | None = None):
+def build_document(
+    dists: list[Distribution],
+    repo: Repo | None,
+    every,
+    tool_version: str,
+    created: datetime | None = None,
+):
     try:
         from spdx_tools.spdx.model import (
             Actor,
@@ -104,14 +108,18 @@ def build_document(dists: list[Distribution], repo: Repo | None, every, tool_ver
             SpdxNoAssertion,
         )
     except ImportError as e:
-        raise SbomUnavailable(f"the sbom command needs spdx-tools ({e}): pip install "
-                              "'tirx-kernels-core[sbom]'") from None
+        raise SbomUnavailable(
+            f"the sbom command needs spdx-tools ({e}): pip install 'tirx-kernels-core[sbom]'"
+        ) from None
     doc_id = "SPDXRef-DOCUMENT"
     info = CreationInfo(
-        "SPDX-2.3", doc_id, "tirx-kernels distributions",
+        "SPDX-2.3",
+        doc_id,
+        "tirx-kernels distributions",
         f"https://spdx.org/spdxdocs/tirx-kernels-{uuid.uuid4()}",
         [Actor(ActorType.TOOL, f"tirx-license-{tool_version}")],
-        (created or datetime.now(timezone.utc)).replace(microsecond=0, tzinfo=None))
+        (created or datetime.now(timezone.utc)).replace(microsecond=0, tzinfo=None),
+    )
     packages, files, relationships = [], [], []
     upstream_ids: dict[tuple[str, str], str] = {}
 
@@ -121,15 +129,28 @@ def build_document(dists: list[Distribution], repo: Repo | None, every, tool_ver
             pid = _spdx_id("Upstream", up.slug, commit[:12])
             refs = []
             if m := _GITHUB.match(up.url):
-                refs.append(ExternalPackageRef(ExternalPackageRefCategory.PACKAGE_MANAGER,
-                                               "purl", f"pkg:github/{m.group(1)}/{m.group(2)}"
-                                               f"@{commit}"))
-            packages.append(Package(
-                pid, up.project, f"git+{up.url}@{commit}", version=commit,
-                files_analyzed=False, homepage=up.url, license_declared=parse(up.spdx),
-                license_concluded=SpdxNoAssertion(), copyright_text=up.copyright,
-                external_references=refs,
-                comment=f"upstream project ported from, pinned commit {commit}"))
+                refs.append(
+                    ExternalPackageRef(
+                        ExternalPackageRefCategory.PACKAGE_MANAGER,
+                        "purl",
+                        f"pkg:github/{m.group(1)}/{m.group(2)}@{commit}",
+                    )
+                )
+            packages.append(
+                Package(
+                    pid,
+                    up.project,
+                    f"git+{up.url}@{commit}",
+                    version=commit,
+                    files_analyzed=False,
+                    homepage=up.url,
+                    license_declared=parse(up.spdx),
+                    license_concluded=SpdxNoAssertion(),
+                    copyright_text=up.copyright,
+                    external_references=refs,
+                    comment=f"upstream project ported from, pinned commit {commit}",
+                )
+            )
             upstream_ids[key] = pid
         return upstream_ids[key]
 
@@ -148,38 +169,66 @@ def build_document(dists: list[Distribution], repo: Repo | None, every, tool_ver
                 in_file = [parse(expr)] if expr else [SpdxNoAssertion()]
             except ValueError:
                 in_file = [SpdxNoAssertion()]
-            ported.append(File(
-                f"./{f.name}", fid,
-                [Checksum(ChecksumAlgorithm.SHA1, hashlib.sha1(f.data).hexdigest()),
-                 Checksum(ChecksumAlgorithm.SHA256, hashlib.sha256(f.data).hexdigest())],
-                file_types=[FileType.SOURCE], license_concluded=parse(rule.spdx),
-                license_info_in_file=in_file,
-                copyright_text="\n".join(copyrights) or SpdxNoAssertion(),
-                comment=f"TIRx port of code from {rule.upstream.project} ({rule.upstream.url} "
-                        f"@ {commit})"))
+            ported.append(
+                File(
+                    f"./{f.name}",
+                    fid,
+                    [
+                        Checksum(ChecksumAlgorithm.SHA1, hashlib.sha1(f.data).hexdigest()),
+                        Checksum(ChecksumAlgorithm.SHA256, hashlib.sha256(f.data).hexdigest()),
+                    ],
+                    file_types=[FileType.SOURCE],
+                    license_concluded=parse(rule.spdx),
+                    license_info_in_file=in_file,
+                    copyright_text="\n".join(copyrights) or SpdxNoAssertion(),
+                    comment=f"TIRx port of code from {rule.upstream.project} ({rule.upstream.url} "
+                    f"@ {commit})",
+                )
+            )
             relationships.append(Relationship(pid, RelationshipType.CONTAINS, fid))
-            relationships.append(Relationship(fid, RelationshipType.DESCENDANT_OF,
-                                              upstream_package(rule.upstream, commit)))
+            relationships.append(
+                Relationship(
+                    fid, RelationshipType.DESCENDANT_OF, upstream_package(rule.upstream, commit)
+                )
+            )
         files += ported
         # files_analyzed: SPDX allows file entries only then; only ported files are listed.
-        packages.append(Package(
-            pid, dist.name, SpdxNoAssertion(), version=dist.version,
-            files_analyzed=bool(ported),
-            license_declared=parse(dist.loaded_policy.expression if dist.kind != "other"
-                                   else expected_expression(dist, every)),
-            license_concluded=parse(expected_expression(dist, every)),
-            copyright_text=f"Copyright {dist.loaded_policy.copyright_holder}",
-            external_references=[ExternalPackageRef(
-                ExternalPackageRefCategory.PACKAGE_MANAGER, "purl",
-                f"pkg:pypi/{dist.name}@{version}")],
-            comment=f"read from: {dist.source(repo)}" + (
-                "; files lists only the ported files" if ported else "")))
+        packages.append(
+            Package(
+                pid,
+                dist.name,
+                SpdxNoAssertion(),
+                version=dist.version,
+                files_analyzed=bool(ported),
+                license_declared=parse(
+                    dist.loaded_policy.expression
+                    if dist.kind != "other"
+                    else expected_expression(dist, every)
+                ),
+                license_concluded=parse(expected_expression(dist, every)),
+                copyright_text=f"Copyright {dist.loaded_policy.copyright_holder}",
+                external_references=[
+                    ExternalPackageRef(
+                        ExternalPackageRefCategory.PACKAGE_MANAGER,
+                        "purl",
+                        f"pkg:pypi/{dist.name}@{version}",
+                    )
+                ],
+                comment=f"read from: {dist.source(repo)}"
+                + ("; files lists only the ported files" if ported else ""),
+            )
+        )
         relationships.append(Relationship(doc_id, RelationshipType.DESCRIBES, pid))
         up = dist.loaded_policy.upstream
         if up is not None and up.commit:
-            relationships.append(Relationship(
-                pid, RelationshipType.DESCENDANT_OF, upstream_package(up, up.commit),
-                f"{dist.name} holds TIRx ports of {up.project} at {up.commit}"))
+            relationships.append(
+                Relationship(
+                    pid,
+                    RelationshipType.DESCENDANT_OF,
+                    upstream_package(up, up.commit),
+                    f"{dist.name} holds TIRx ports of {up.project} at {up.commit}",
+                )
+            )
     return Document(info, packages=packages, files=files, relationships=relationships)
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import functools
 import re
 
-LICENSE_TAG = "SPDX-License-" "Identifier"
-COPYRIGHT_TAG = "SPDX-File" "CopyrightText"
+LICENSE_TAG = "SPDX-License-Identifier"
+COPYRIGHT_TAG = "SPDX-FileCopyrightText"
 NATIVE_SPDX = "Apache-2.0"
 TIRX_HOLDER = "TIRx authors"  # LicensePolicy.copyright_holder's default
 TIRX_COPYRIGHT = f"Copyright {TIRX_HOLDER}"
@@ -77,8 +77,9 @@ def parse(expression: str):
         raise InvalidExpression(str(e)) from None
     unknown = [k for k in licensing.unknown_license_keys(parsed) if not _LICENSE_REF.match(k)]
     if unknown:
-        raise InvalidExpression(f"unknown license identifier {', '.join(unknown)} "
-                                "(not on the SPDX license list)")
+        raise InvalidExpression(
+            f"unknown license identifier {', '.join(unknown)} (not on the SPDX license list)"
+        )
     return parsed.simplify()
 
 
@@ -101,8 +102,9 @@ def terms(expression: str) -> frozenset[str]:
     try:
         parsed = parse(expression)
     except InvalidExpression:
-        return frozenset({(expression or "").strip()}) if (expression or "").strip() \
-            else frozenset()
+        return (
+            frozenset({(expression or "").strip()}) if (expression or "").strip() else frozenset()
+        )
     parts = parsed.args if isinstance(parsed, _licensing().AND) else (parsed,)
     return frozenset(str(p) for p in parts)
 

@@ -35,13 +35,20 @@ def smem_view(base, byte_offset, shape, dtype, mode: Swizzle = Swizzle.B128, ali
     :func:`.layouts.smem_layout` so ``T.cuda.tile.apply`` TMA can check it.
     """
     scope = str(base.ty.scope) if hasattr(base.ty, "scope") else "shared.dyn"
-    return T.bind_(T.decl_tensor(
-        T.ptr_byte_offset(base.data, byte_offset, ty=PtrType(dtype, scope)),
-        ty_args=[
-            T.Tensor(tuple(shape), dtype, scope=scope, align=align,
-                     layout=smem_layout(dtype, mode, shape))
-        ],
-    ))
+    return T.bind_(
+        T.decl_tensor(
+            T.ptr_byte_offset(base.data, byte_offset, ty=PtrType(dtype, scope)),
+            ty_args=[
+                T.Tensor(
+                    tuple(shape),
+                    dtype,
+                    scope=scope,
+                    align=align,
+                    layout=smem_layout(dtype, mode, shape),
+                )
+            ],
+        )
+    )
 
 
 def tma_load_tile(dst, src, mbar, coords, mode, elem_bytes=2, cta_mask=None):
@@ -59,8 +66,18 @@ def tma_load_tile(dst, src, mbar, coords, mode, elem_bytes=2, cta_mask=None):
         if cta_mask is None:
             _tma_box(dst, src, mbar, coords[0], coords[1] + j * step, j * step, rows, step, mode)
         else:
-            _tma_box_multicast(dst, src, mbar, coords[0], coords[1] + j * step, j * step, rows,
-                               step, mode, cta_mask)
+            _tma_box_multicast(
+                dst,
+                src,
+                mbar,
+                coords[0],
+                coords[1] + j * step,
+                j * step,
+                rows,
+                step,
+                mode,
+                cta_mask,
+            )
 
 
 @T.inline
@@ -118,9 +135,7 @@ def mma_ss(acc, da, db, scale_d, n, ab_dtype):
 
     Both operands K-major in shared memory (no transpose bits).
     """
-    mma_op(n, ab_dtype)(
-        *[acc[i] for i in range(n // 2)], da, db, T.ptx.pred(scale_d), 1, 1, 0, 0
-    )
+    mma_op(n, ab_dtype)(*[acc[i] for i in range(n // 2)], da, db, T.ptx.pred(scale_d), 1, 1, 0, 0)
 
 
 def mma_ksteps(acc, da, db, a_steps, b_steps, accumulate, n, ab_dtype):
@@ -131,8 +146,14 @@ def mma_ksteps(acc, da, db, a_steps, b_steps, accumulate, n, ab_dtype):
     ``accumulate`` (bool expression) applies to the first step; later steps accumulate.
     """
     for i, (oa, ob) in enumerate(zip(a_steps, b_steps)):
-        mma_ss(acc, da + T.uint64(oa >> 4), db + T.uint64(ob >> 4),
-               accumulate if i == 0 else T.bool(True), n, ab_dtype)
+        mma_ss(
+            acc,
+            da + T.uint64(oa >> 4),
+            db + T.uint64(ob >> 4),
+            accumulate if i == 0 else T.bool(True),
+            n,
+            ab_dtype,
+        )
 
 
 @T.inline
@@ -227,12 +248,18 @@ def stmatrix_acc_chunk(acc, buf_addr, chunk, packed4, dtype):
     row = 16 * (t // 32) + 8 * (m % 2) + t % 8
     for q in T.unroll(4):
         for i in T.unroll(4):
-            cvt(packed4[i], acc[4 * (8 * chunk + 2 * q + i // 2) + 2 * (i % 2) + 1],
-                acc[4 * (8 * chunk + 2 * q + i // 2) + 2 * (i % 2)])
+            cvt(
+                packed4[i],
+                acc[4 * (8 * chunk + 2 * q + i // 2) + 2 * (i % 2) + 1],
+                acc[4 * (8 * chunk + 2 * q + i // 2) + 2 * (i % 2)],
+            )
         T.ptx.stmatrix.sync.aligned.m8n8.x4.shared.b16(
-            buf_addr + T.cast(row * 128 + T.bitwise_xor(2 * q + m // 2, row % 8) * 16,
-                              "uint32"),
-            packed4[0], packed4[1], packed4[2], packed4[3])
+            buf_addr + T.cast(row * 128 + T.bitwise_xor(2 * q + m // 2, row % 8) * 16, "uint32"),
+            packed4[0],
+            packed4[1],
+            packed4[2],
+            packed4[3],
+        )
 
 
 # --------------------------------------------------------------------------- mbarrier ring
@@ -289,8 +316,7 @@ class Ring:
 
     @T.inline
     def producer_expect(self, nbytes):
-        T.ptx.mbarrier.arrive.expect_tx.shared.b64(self.full.ptr_to([self.stage]),
-                                                   T.uint32(nbytes))
+        T.ptx.mbarrier.arrive.expect_tx.shared.b64(self.full.ptr_to([self.stage]), T.uint32(nbytes))
 
     @T.inline
     def consumer_wait(self):
@@ -305,7 +331,8 @@ class Ring:
         """Arrive on ``empty[stage]`` of cluster CTA ``rank`` (its slot got our multicast)."""
         remote = T.local_scalar("uint32")
         T.ptx.mapa.shared__cluster.u32(
-            remote, T.cuda.cvta_generic_to_shared(self.empty.ptr_to([stage])), T.uint32(rank))
+            remote, T.cuda.cvta_generic_to_shared(self.empty.ptr_to([stage])), T.uint32(rank)
+        )
         T.ptx.mbarrier.arrive.shared__cluster.b64(remote)
 
     @T.inline

@@ -18,8 +18,9 @@ from .layouts import Swizzle, check_tile
 from .wgmma import kmajor_descriptor_base, kstep_offset
 
 
-def make_tile_kernel(n: int = 128, k: int = 64, mode: Swizzle = Swizzle.B128,
-                     dtype: str = "bfloat16"):
+def make_tile_kernel(
+    n: int = 128, k: int = 64, mode: Swizzle = Swizzle.B128, dtype: str = "bfloat16"
+):
     mode = Swizzle(mode)
     check_tile(64, k, 2, mode)
     check_tile(n, k, 2, mode)
@@ -31,10 +32,14 @@ def make_tile_kernel(n: int = 128, k: int = 64, mode: Swizzle = Swizzle.B128,
 
     # TIRx script: the parameter annotations are buffer specs (calls), not Python types.
     @T.function
-    def tile_gemm(A: T.Tensor((64, k), dtype, align=16), B: T.Tensor((n, k), dtype, align=16),  # type: ignore[valid-type]
-                  C: T.Tensor((64, n), dtype, align=16)):  # type: ignore[valid-type]
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128, dynamic_smem_bytes=b_off
-                                                  + b_bytes))
+    def tile_gemm(
+        A: T.Tensor((64, k), dtype, align=16),  # type: ignore[valid-type]
+        B: T.Tensor((n, k), dtype, align=16),  # type: ignore[valid-type]
+        C: T.Tensor((64, n), dtype, align=16),  # type: ignore[valid-type]
+    ):
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=1, block=128, dynamic_smem_bytes=b_off + b_bytes)
+        )
         tid = T.cuda.thread_idx("x")
         arena = T.alloc_shared(((b_off + b_bytes) // 2,), dtype, scope="shared.dyn", align=1024)
         ring = dsl.Ring(1)
@@ -55,8 +60,16 @@ def make_tile_kernel(n: int = 128, k: int = 64, mode: Swizzle = Swizzle.B128,
         ring.consumer_wait()
         base = dsl.smem_addr(arena)
         dsl.wgmma_fence()
-        dsl.mma_ksteps(acc, dsl.descriptor(desc_a, base), dsl.descriptor(desc_b, base
-                       + T.uint32(b_off)), ka, kb, T.bool(False), n, dtype)
+        dsl.mma_ksteps(
+            acc,
+            dsl.descriptor(desc_a, base),
+            dsl.descriptor(desc_b, base + T.uint32(b_off)),
+            ka,
+            kb,
+            T.bool(False),
+            n,
+            dtype,
+        )
         dsl.wgmma_commit()
         dsl.wgmma_wait(0)
         dsl.store_acc(acc, C, 0, 0, n, 64, n, False, False, packed)

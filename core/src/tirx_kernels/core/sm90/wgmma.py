@@ -88,8 +88,9 @@ def kmajor_descriptor_base(mode: Swizzle, rows: int) -> int:
 
 def kstep_offset(k: int, *, rows: int, elem_bytes: int, mode: Swizzle) -> int:
     """Byte offset from the tile base of the k-th 16-element K slice (k16 wgmma step)."""
-    return tile_offset(0, k * (MMA_K_BYTES // elem_bytes), rows=rows, elem_bytes=elem_bytes,
-                       mode=mode)
+    return tile_offset(
+        0, k * (MMA_K_BYTES // elem_bytes), rows=rows, elem_bytes=elem_bytes, mode=mode
+    )
 
 
 def acc_regs(n: int) -> int:

@@ -32,8 +32,18 @@ from .schema import baseline_problems, one_line
 
 SCHEMA_VERSION = 1
 FLOOR, NOISE_FACTOR, UNKNOWN_NOISE = 0.03, 2.0, 0.05
-ROW_KEYS = ("kernel", "config", "family", "timer", "settings", "impls_us", "round_samples",
-            "ratio", "benchmark_protocol", "gpu_name")
+ROW_KEYS = (
+    "kernel",
+    "config",
+    "family",
+    "timer",
+    "settings",
+    "impls_us",
+    "round_samples",
+    "ratio",
+    "benchmark_protocol",
+    "gpu_name",
+)
 
 
 class PromotionRefused(Exception):
@@ -53,15 +63,21 @@ def default_dir(code_dir: Path | None = None) -> Path:
     another folder, or none ("no baseline yet", exit 0), and the gate would be off."""
     where = Path(code_dir) if code_dir else Path(__file__).resolve().parent
     try:
-        p = subprocess.run(["git", "-C", str(where), "rev-parse", "--show-toplevel"],
-                           capture_output=True, text=True, timeout=30)
+        p = subprocess.run(
+            ["git", "-C", str(where), "rev-parse", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if p.returncode == 0:
             return Path(p.stdout.strip()) / "baselines"
     except (OSError, subprocess.SubprocessError):
         pass
-    raise BaselineError(f"cannot find the baselines folder: the suite code ({where}) is not "
-                        "in a git checkout; fix: pass --baselines DIR (the checkout's "
-                        "baselines/)")
+    raise BaselineError(
+        f"cannot find the baselines folder: the suite code ({where}) is not "
+        "in a git checkout; fix: pass --baselines DIR (the checkout's "
+        "baselines/)"
+    )
 
 
 def baseline_path(root: Path, model: str) -> Path:
@@ -78,8 +94,10 @@ def load(path: Path) -> dict | None:
     except (OSError, UnicodeDecodeError, ValueError) as e:
         problems = [f"cannot read it as JSON ({e})"]
     if problems:
-        raise BaselineError(f"{path}: not a usable baseline: {one_line(problems)}; fix: "
-                            f"restore it (git checkout -- {path}) or promote a run again")
+        raise BaselineError(
+            f"{path}: not a usable baseline: {one_line(problems)}; fix: "
+            f"restore it (git checkout -- {path}) or promote a run again"
+        )
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -89,20 +107,25 @@ def refusals(run: dict, *, merge: bool) -> list[str]:
     for r in run["rows"]:
         if r["status"] in FAILED:
             first = (r.get("detail") or "").splitlines()[:1]
-            out.append(f"row {r['kernel']} {r['config']} is {r['status']}"
-                       + (f": {first[0]}" if first else ""))
+            out.append(
+                f"row {r['kernel']} {r['config']} is {r['status']}"
+                + (f": {first[0]}" if first else "")
+            )
     if run.get("interrupted") or run.get("not_run"):
-        out.append(f"the run is incomplete ({len(run.get('not_run') or [])} workload(s) not "
-                   "run" + (", interrupted" if run.get("interrupted") else "") + ")")
+        out.append(
+            f"the run is incomplete ({len(run.get('not_run') or [])} workload(s) not "
+            "run" + (", interrupted" if run.get("interrupted") else "") + ")"
+        )
     git = run["provenance"].get("git") or {}
     if git.get("dirty") is None or not git.get("commit"):
-        out.append("the checkout state is unknown (no git commit recorded; on a copy without "
-                   ".git set TIRX_SUITE_GIT_COMMIT and TIRX_SUITE_GIT_DIRTY for the run)")
+        out.append(
+            "the checkout state is unknown (no git commit recorded; on a copy without "
+            ".git set TIRX_SUITE_GIT_COMMIT and TIRX_SUITE_GIT_DIRTY for the run)"
+        )
     elif git["dirty"]:
         out.append(f"the checkout was dirty at commit {git['commit'][:12]} (commit first)")
     if not merge and not (run.get("selection") or {}).get("default_sweep"):
-        out.append("the run is not a complete default sweep; promote a targeted run with "
-                   "--merge")
+        out.append("the run is not a complete default sweep; promote a targeted run with --merge")
     return out
 
 
@@ -115,8 +138,9 @@ class Promoted:
     kept: int  # committed rows this run did not measure, left as they were
 
 
-def promote(run: dict, root: Path, *, merge: bool = False, force: bool = False,
-            prune: bool = False) -> Promoted:
+def promote(
+    run: dict, root: Path, *, merge: bool = False, force: bool = False, prune: bool = False
+) -> Promoted:
     """Write the run's PASS rows into the baseline of each GPU model.
 
     A committed row the run did not measure (a SKIP, a row not selected or not run) stays
@@ -124,8 +148,10 @@ def promote(run: dict, root: Path, *, merge: bool = False, force: bool = False,
     ``prune`` (a complete default sweep only) removes the rows the sweep no longer has.
     """
     if prune and merge:
-        raise ValueError("prune needs a complete default sweep; a merged run cannot tell "
-                         "which rows left the sweep")
+        raise ValueError(
+            "prune needs a complete default sweep; a merged run cannot tell "
+            "which rows left the sweep"
+        )
     reasons = refusals(run, merge=merge)
     if reasons and not force:
         raise PromotionRefused(reasons)
@@ -147,29 +173,48 @@ def promote(run: dict, root: Path, *, merge: bool = False, force: bool = False,
             del kept[key]
         pruned += [(model, *key) for key in gone]
         for r in rows:
-            kept[(r["kernel"], r["config"])] = {**{k: r.get(k) for k in ROW_KEYS},
-                                                "run_id": run["run_id"],
-                                                "commit": git.get("commit")}
+            kept[(r["kernel"], r["config"])] = {
+                **{k: r.get(k) for k in ROW_KEYS},
+                "run_id": run["run_id"],
+                "commit": git.get("commit"),
+            }
         unmeasured += len(kept) - len(rows)
-        drivers = sorted({g.get("driver") for g in run["provenance"].get("gpus", [])
-                          if g.get("name") and row_model({"gpu_name": g["name"]}) == model
-                          and g.get("driver")})
-        history = (old or {}).get("history", []) + [{
-            "run_id": run["run_id"], "mode": "merge" if merge else "replace", "forced": force
-            and bool(reasons), "promoted": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "measured": run.get("started"), "commit": git.get("commit"),
-            "dirty": git.get("dirty"), "driver": ", ".join(drivers) or None,
-            "versions": run["provenance"].get("versions"), "rows": len(rows),
-            "pruned": len(gone)}]
-        doc = {"schema_version": SCHEMA_VERSION, "gpu_model": model,
-               "gpu_name": rows[0].get("gpu_name"),
-               "rows": sorted(kept.values(), key=lambda r: (r["kernel"], r["config"])),
-               "history": history}
+        drivers = sorted(
+            {
+                g.get("driver")
+                for g in run["provenance"].get("gpus", [])
+                if g.get("name") and row_model({"gpu_name": g["name"]}) == model and g.get("driver")
+            }
+        )
+        history = (old or {}).get("history", []) + [
+            {
+                "run_id": run["run_id"],
+                "mode": "merge" if merge else "replace",
+                "forced": force and bool(reasons),
+                "promoted": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "measured": run.get("started"),
+                "commit": git.get("commit"),
+                "dirty": git.get("dirty"),
+                "driver": ", ".join(drivers) or None,
+                "versions": run["provenance"].get("versions"),
+                "rows": len(rows),
+                "pruned": len(gone),
+            }
+        ]
+        doc = {
+            "schema_version": SCHEMA_VERSION,
+            "gpu_model": model,
+            "gpu_name": rows[0].get("gpu_name"),
+            "rows": sorted(kept.values(), key=lambda r: (r["kernel"], r["config"])),
+            "history": history,
+        }
         problems = baseline_problems(doc)
         if problems:
-            raise BaselineError(f"the run cannot make a valid {model} baseline: "
-                                f"{one_line(problems)}; nothing was written; fix: promote a "
-                                "run JSON written by tirx-suite")
+            raise BaselineError(
+                f"the run cannot make a valid {model} baseline: "
+                f"{one_line(problems)}; nothing was written; fix: promote a "
+                "run JSON written by tirx-suite"
+            )
         planned.append((path, doc, render_md(doc)))
     # everything is validated and rendered before the first write; each write is atomic
     for path, doc, md in planned:
@@ -183,18 +228,35 @@ def render_md(doc: dict) -> str:
     last = doc["history"][-1]
     vers = ", ".join(f"{k} {v}" for k, v in (last.get("versions") or {}).items() if v)
     lines = [
-        f"# Baseline: {doc['gpu_name']} (`{doc['gpu_model']}`)", "",
+        f"# Baseline: {doc['gpu_name']} (`{doc['gpu_model']}`)",
+        "",
         "Generated by `tirx-suite promote` from `baseline.json`; do not edit by hand. "
         "Times in µs (mean of rounds); ratio = fastest reference / fastest of ours "
-        "(> 1: ours faster).", "",
+        "(> 1: ours faster).",
+        "",
         f"Last update: run {last['run_id']} ({last['mode']}), commit "
         f"{(last.get('commit') or 'unknown')[:12]}, driver {last.get('driver') or '?'}; "
-        f"{vers}.", "",
-        kernel_tables(doc["rows"], with_status=False), "", "## History", "",
-        md_table(["run", "measured", "mode", "commit", "driver", "rows", "forced"],
-                 [[h["run_id"], h.get("measured") or "", h["mode"],
-                   (h.get("commit") or "unknown")[:12], h.get("driver") or "", h["rows"],
-                   "yes" if h.get("forced") else ""] for h in doc["history"]]),
+        f"{vers}.",
+        "",
+        kernel_tables(doc["rows"], with_status=False),
+        "",
+        "## History",
+        "",
+        md_table(
+            ["run", "measured", "mode", "commit", "driver", "rows", "forced"],
+            [
+                [
+                    h["run_id"],
+                    h.get("measured") or "",
+                    h["mode"],
+                    (h.get("commit") or "unknown")[:12],
+                    h.get("driver") or "",
+                    h["rows"],
+                    "yes" if h.get("forced") else "",
+                ]
+                for h in doc["history"]
+            ],
+        ),
     ]
     return "\n".join(lines) + "\n"
 
@@ -227,24 +289,43 @@ def compare(run: dict, root: Path, *, threshold: float | None = None) -> dict:
             path = baseline_path(root, model)
             baselines[model] = load(path)
             paths[model] = str(path) if baselines[model] else None
-        base_rows = {(b["kernel"], b["config"]): b
-                     for b in (baselines[model] or {}).get("rows", [])}
-        out_rows.append(_compare_row(r, base_rows.get((r["kernel"], r["config"])),
-                                     baselines[model] is not None, threshold, noises))
+        base_rows = {
+            (b["kernel"], b["config"]): b for b in (baselines[model] or {}).get("rows", [])
+        }
+        out_rows.append(
+            _compare_row(
+                r,
+                base_rows.get((r["kernel"], r["config"])),
+                baselines[model] is not None,
+                threshold,
+                noises,
+            )
+        )
     missing = []
     if (run.get("selection") or {}).get("default_sweep"):
         seen = {(r["kernel"], r["config"]) for r in run["rows"]}
         for b in baselines.values():
-            missing += [(x["kernel"], x["config"]) for x in (b or {}).get("rows", [])
-                        if (x["kernel"], x["config"]) not in seen]
-    rule = (f"fixed at {threshold:.1%} (--threshold)" if threshold is not None else
-            f"per row max({FLOOR:.0%}, {NOISE_FACTOR:g} × measured noise), the noise being the "
-            "larger round-to-round spread (max - min) / mean of our round samples in the "
-            f"baseline and in this run ({UNKNOWN_NOISE:.0%} when either has one round)")
-    return {"baselines": paths, "threshold_rule": rule, "rows": out_rows,
-            "regressions": sum(x["verdict"] == "regression" for x in out_rows),
-            "noise_median": statistics.median(noises) if noises else None,
-            "noise_rows": len(noises), "missing": missing}
+            missing += [
+                (x["kernel"], x["config"])
+                for x in (b or {}).get("rows", [])
+                if (x["kernel"], x["config"]) not in seen
+            ]
+    rule = (
+        f"fixed at {threshold:.1%} (--threshold)"
+        if threshold is not None
+        else f"per row max({FLOOR:.0%}, {NOISE_FACTOR:g} × measured noise), the noise being the "
+        "larger round-to-round spread (max - min) / mean of our round samples in the "
+        f"baseline and in this run ({UNKNOWN_NOISE:.0%} when either has one round)"
+    )
+    return {
+        "baselines": paths,
+        "threshold_rule": rule,
+        "rows": out_rows,
+        "regressions": sum(x["verdict"] == "regression" for x in out_rows),
+        "noise_median": statistics.median(noises) if noises else None,
+        "noise_rows": len(noises),
+        "missing": missing,
+    }
 
 
 def _compare_row(r, base, have_baseline, threshold, noises) -> dict:
@@ -265,11 +346,21 @@ def _compare_row(r, base, have_baseline, threshold, noises) -> dict:
     noise = None if s_before is None or s_after is None else max(s_before, s_after)
     if noise is not None:
         noises.append(noise)
-    thr = threshold if threshold is not None else (
-        UNKNOWN_NOISE if noise is None else max(FLOOR, NOISE_FACTOR * noise))
+    thr = (
+        threshold
+        if threshold is not None
+        else (UNKNOWN_NOISE if noise is None else max(FLOOR, NOISE_FACTOR * noise))
+    )
     change = after[1] / before[1] - 1.0
     verdict = "regression" if change > thr else "faster" if change < -thr else "ok"
     impl = after[0] if before[0] == after[0] else f"{before[0]} -> {after[0]}"
-    out.update(impl=impl, before_us=before[1],
-               after_us=after[1], change=change, threshold=thr, noise=noise, verdict=verdict)
+    out.update(
+        impl=impl,
+        before_us=before[1],
+        after_us=after[1],
+        change=change,
+        threshold=thr,
+        noise=noise,
+        verdict=verdict,
+    )
     return out

@@ -85,10 +85,12 @@ class _StrictLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=True)
             if not isinstance(key, Hashable):
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"unhashable key {key!r}", key_node.start_mark)
+                    None, None, f"unhashable key {key!r}", key_node.start_mark
+                )
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
             seen.add(key)
         return super().construct_mapping(node, deep)
 
@@ -99,11 +101,14 @@ def read_yaml(path: Path, problems: list[str]):
     except OSError as e:
         problems.append(f"{path}: cannot read: {e}")
     except UnicodeDecodeError as e:
-        problems.append(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); "
-                        "fix: save the file as UTF-8")
+        problems.append(
+            f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); fix: save the file as UTF-8"
+        )
     except _AliasRefused as e:
-        problems.append(f"{path}: line {e.line}: YAML aliases (*{e.anchor}) are not allowed in "
-                        "suite files; fix: write the value out in full")
+        problems.append(
+            f"{path}: line {e.line}: YAML aliases (*{e.anchor}) are not allowed in "
+            "suite files; fix: write the value out in full"
+        )
     except yaml.YAMLError as e:
         detail = " ".join(str(e).split())
         problems.append(f"{path}: malformed YAML: {detail}; fix: correct the YAML syntax")
@@ -129,7 +134,8 @@ def load_suite(files, kernels: Mapping) -> list[Workload]:
         if kernel in owner:
             problems.append(
                 f"{path}: kernel {kernel!r} already has a suite file ({owner[kernel]}); "
-                "fix: keep one file per kernel")
+                "fix: keep one file per kernel"
+            )
             continue
         owner[kernel] = Path(path)
         workloads.extend(entries)
@@ -145,16 +151,21 @@ def load_workloads_file(path: Path, kernels: Mapping) -> list[Workload]:
     entries: list[Workload] = []
     if data is not None or not problems:
         if not isinstance(data, dict):
-            problems.append(f"{path}: expected a mapping with a `workloads:` list; "
-                            "fix: start the file with `workloads:`")
+            problems.append(
+                f"{path}: expected a mapping with a `workloads:` list; "
+                "fix: start the file with `workloads:`"
+            )
         else:
             _unknown_keys(f"{path}", data, ("workloads", "defaults"), problems)
-            defaults = _overrides(f"{path}: defaults", data.get("defaults", {}), problems,
-                                  only_overrides=True)
+            defaults = _overrides(
+                f"{path}: defaults", data.get("defaults", {}), problems, only_overrides=True
+            )
             items = data.get("workloads")
             if not isinstance(items, list) or not items:
-                problems.append(f"{path}: `workloads` must be a non-empty list of "
-                                "{kernel: ..., config: ...} entries")
+                problems.append(
+                    f"{path}: `workloads` must be a non-empty list of "
+                    "{kernel: ..., config: ...} entries"
+                )
                 items = []
             for i, item in enumerate(items):
                 where = f"{path}: workloads[{i}]"
@@ -169,30 +180,39 @@ def load_workloads_file(path: Path, kernels: Mapping) -> list[Workload]:
 
 def _kernel_file(path, family, data, kernels, problems):
     if not isinstance(data, dict):
-        problems.append(f"{path}: expected a mapping with `kernel:` and `configs:`, got "
-                        f"{type(data).__name__}")
+        problems.append(
+            f"{path}: expected a mapping with `kernel:` and `configs:`, got {type(data).__name__}"
+        )
         return None
     _unknown_keys(str(path), data, ("kernel", "defaults", "configs"), problems)
     name = data.get("kernel")
     if not isinstance(name, str) or not name:
-        problems.append(f"{path}: missing `kernel: <name>`; fix: name the kernel this file "
-                        "configures")
+        problems.append(
+            f"{path}: missing `kernel: <name>`; fix: name the kernel this file configures"
+        )
         return None
     kernel = kernels.get(name)
     if kernel is None:
-        problems.append(f"{path}: unknown kernel {name!r}; fix: use a registered kernel name "
-                        f"({_listing(kernels)})")
+        problems.append(
+            f"{path}: unknown kernel {name!r}; fix: use a registered kernel name "
+            f"({_listing(kernels)})"
+        )
         return None
     if family is not None and kernel.family != family:
-        problems.append(f"{path}: kernel {name!r} belongs to family {kernel.family!r}, not "
-                        f"{family!r}; fix: move the file to the kernel's own family")
+        problems.append(
+            f"{path}: kernel {name!r} belongs to family {kernel.family!r}, not "
+            f"{family!r}; fix: move the file to the kernel's own family"
+        )
         return None
-    defaults = _overrides(f"{path}: defaults", data.get("defaults", {}), problems,
-                          only_overrides=True)
+    defaults = _overrides(
+        f"{path}: defaults", data.get("defaults", {}), problems, only_overrides=True
+    )
     items = data.get("configs")
     if not isinstance(items, list) or not items:
-        problems.append(f"{path}: `configs` must be a non-empty list of "
-                        "{config: <label>, default: true|false} entries")
+        problems.append(
+            f"{path}: `configs` must be a non-empty list of "
+            "{config: <label>, default: true|false} entries"
+        )
         return None
     entries = []
     for i, item in enumerate(items):
@@ -205,8 +225,9 @@ def _kernel_file(path, family, data, kernels, problems):
 
 def _entry(where, item, defaults, kernels, kernel_name, problems, workloads_file=False):
     if not isinstance(item, dict):
-        problems.append(f"{where}: expected a mapping like {{config: <label>, default: true}}, "
-                        f"got {item!r}")
+        problems.append(
+            f"{where}: expected a mapping like {{config: <label>, default: true}}, got {item!r}"
+        )
         return None
     before = len(problems)
     allowed = ("config", "default", *OVERRIDE_KEYS) + (("kernel",) if workloads_file else ())
@@ -218,23 +239,33 @@ def _entry(where, item, defaults, kernels, kernel_name, problems, workloads_file
         kernel_name = item.get("kernel")
         if not isinstance(kernel_name, str) or kernel_name not in kernels:
             what = "missing `kernel`" if kernel_name is None else f"unknown kernel {kernel_name!r}"
-            problems.append(f"{where}: {what}; fix: use a registered kernel name "
-                            f"({_listing(kernels)})")
+            problems.append(
+                f"{where}: {what}; fix: use a registered kernel name ({_listing(kernels)})"
+            )
             return None
     kernel = kernels[kernel_name]
     labels = ", ".join(kernel.bench_labels)
     if not isinstance(label, str) or not label:
-        problems.append(f"{where}: missing `config: <label>`; fix: name a bench label of "
-                        f"{kernel_name!r} ({labels})")
+        problems.append(
+            f"{where}: missing `config: <label>`; fix: name a bench label of "
+            f"{kernel_name!r} ({labels})"
+        )
     elif label not in kernel.bench_labels:
-        problems.append(f"{where}: unknown label {label!r} for kernel {kernel_name!r}; fix: use "
-                        f"one of its bench labels ({labels})")
+        problems.append(
+            f"{where}: unknown label {label!r} for kernel {kernel_name!r}; fix: use "
+            f"one of its bench labels ({labels})"
+        )
     default = item.get("default", True if workloads_file else None)
     if not isinstance(default, bool):
-        what = ("missing `default`" if default is None
-                else f"`default` must be true or false, got {default!r}")
-        problems.append(f"{where}: {what}; fix: add `default: true` (part of the default sweep) "
-                        "or `default: false`")
+        what = (
+            "missing `default`"
+            if default is None
+            else f"`default` must be true or false, got {default!r}"
+        )
+        problems.append(
+            f"{where}: {what}; fix: add `default: true` (part of the default sweep) "
+            "or `default: false`"
+        )
     # a multi-GPU kernel's KERNEL_META num_gpus is the default; the YAML may override it
     meta = getattr(kernel, "meta", None) or {}
     merged = {"num_gpus": meta.get("num_gpus", 1), **defaults, **_overrides(where, item, problems)}
@@ -247,8 +278,7 @@ def _entry(where, item, defaults, kernels, kernel_name, problems, workloads_file
 def _overrides(where, data, problems, *, only_overrides=False) -> dict:
     """Validated overrides (timer, warmup, repeat, num_gpus) found in ``data``."""
     if not isinstance(data, dict):
-        problems.append(f"{where}: expected a mapping of {', '.join(OVERRIDE_KEYS)}, got "
-                        f"{data!r}")
+        problems.append(f"{where}: expected a mapping of {', '.join(OVERRIDE_KEYS)}, got {data!r}")
         return {}
     if only_overrides:
         _unknown_keys(where, data, OVERRIDE_KEYS, problems)
@@ -258,12 +288,14 @@ def _overrides(where, data, problems, *, only_overrides=False) -> dict:
             continue
         value = data[key]
         # YAML has .nan and .inf: a NaN budget passes every comparison
-        number = isinstance(value, (int, float)) and not isinstance(value, bool) \
-            and math.isfinite(value)
+        number = (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        )
         if key == "timer" and value not in TIMERS:
             fix = f"one of {', '.join(TIMERS)}"
-        elif key == "num_gpus" and (not isinstance(value, int) or isinstance(value, bool)
-                                    or value < 1):
+        elif key == "num_gpus" and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 1
+        ):
             fix = "an integer >= 1"
         elif key == "warmup" and (not number or value < 0):
             fix = "a finite number of milliseconds >= 0"
@@ -281,14 +313,20 @@ def _timer_settings(where, merged, problems) -> None:
     budgets = [k for k in ("warmup", "repeat") if k in merged]
     distributed = merged.get("num_gpus", 1) > 1
     if timer is not None and distributed and timer != "kineto":
-        problems.append(f"{where}: timer {timer} cannot time a {merged['num_gpus']}-GPU "
-                        "workload; fix: use timer kineto or leave timer out")
+        problems.append(
+            f"{where}: timer {timer} cannot time a {merged['num_gpus']}-GPU "
+            "workload; fix: use timer kineto or leave timer out"
+        )
     if timer == "kineto" and not distributed:
-        problems.append(f"{where}: timer kineto times only multi-GPU workloads; fix: use "
-                        "proton, event or cudagraph_proton, or leave timer out")
+        problems.append(
+            f"{where}: timer kineto times only multi-GPU workloads; fix: use "
+            "proton, event or cudagraph_proton, or leave timer out"
+        )
     if timer in ("kineto", "cudagraph_proton") and budgets:
-        problems.append(f"{where}: timer {timer} takes no {'/'.join(budgets)} budget (it uses "
-                        f"its own fixed schedule); fix: drop {', '.join(budgets)}")
+        problems.append(
+            f"{where}: timer {timer} takes no {'/'.join(budgets)} budget (it uses "
+            f"its own fixed schedule); fix: drop {', '.join(budgets)}"
+        )
 
 
 def _unknown_keys(where, data, allowed, problems) -> None:
@@ -301,8 +339,10 @@ def _duplicates(entries: list[Workload], problems: list[str]) -> None:
     seen: dict[tuple[str, str], Workload] = {}
     for w in entries:
         if w.key in seen:
-            problems.append(f"{w.source}: duplicate entry for kernel {w.kernel!r} config "
-                            f"{w.config!r} (first at {seen[w.key].source}); fix: keep one")
+            problems.append(
+                f"{w.source}: duplicate entry for kernel {w.kernel!r} config "
+                f"{w.config!r} (first at {seen[w.key].source}); fix: keep one"
+            )
         else:
             seen[w.key] = w
 

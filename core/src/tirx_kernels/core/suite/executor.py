@@ -35,8 +35,16 @@ def cache_dir(root: Path, gpu: Gpu, versions: dict) -> Path:
 
 
 class ChildExecutor:
-    def __init__(self, run_dir: Path, *, rounds: int, cooldown_s: float, cache_root: Path,
-                 versions: dict, python: str | None = None):
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        rounds: int,
+        cooldown_s: float,
+        cache_root: Path,
+        versions: dict,
+        python: str | None = None,
+    ):
         self.log_dir = Path(run_dir) / "logs"
         self.rounds, self.cooldown_s = rounds, cooldown_s
         self.cache_root, self.versions, self.python = Path(cache_root), versions, python
@@ -50,7 +58,12 @@ class ChildExecutor:
             "TIRX_BENCH_CACHE_DIR": str(cache),
         }
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{workload.kernel}.{workload.config}")
-        request = Request(workload.kernel, workload.config, "bench",
-                          workload.bench_options(self.rounds, self.cooldown_s))
-        return ChildHandle(request, env=env, log_path=self.log_dir / f"{name}.{attempt}.log",
-                           python=self.python)
+        request = Request(
+            workload.kernel,
+            workload.config,
+            "bench",
+            workload.bench_options(self.rounds, self.cooldown_s),
+        )
+        return ChildHandle(
+            request, env=env, log_path=self.log_dir / f"{name}.{attempt}.log", python=self.python
+        )

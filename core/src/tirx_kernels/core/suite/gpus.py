@@ -28,8 +28,17 @@ from pathlib import Path
 
 from .lockfile import note_holder, open_lock_file, prepare_folder
 
-SMI_FIELDS = ("index", "uuid", "name", "driver_version", "memory.total", "clocks.max.sm",
-              "clocks.max.memory", "clocks.sm", "clocks.mem")
+SMI_FIELDS = (
+    "index",
+    "uuid",
+    "name",
+    "driver_version",
+    "memory.total",
+    "clocks.max.sm",
+    "clocks.max.memory",
+    "clocks.sm",
+    "clocks.mem",
+)
 SMI_MINIMAL = SMI_FIELDS[:4]
 ENV_LOCK_DIR = "TIRX_SUITE_LOCK_DIR"
 
@@ -58,8 +67,7 @@ def model_slug(name: str) -> str:
 
 def _text(text: str) -> str | None:
     text = text.strip()
-    return None if not text or text.startswith("[") or text in ("N/A", "Not Supported") \
-        else text
+    return None if not text or text.startswith("[") or text in ("N/A", "Not Supported") else text
 
 
 def _mhz(text: str) -> int | None:
@@ -74,13 +82,26 @@ def parse_smi_gpus(text: str, fields=SMI_FIELDS) -> list[Gpu]:
         if len(parts) != len(fields):
             continue
         row = dict(zip(fields, parts))
-        clocks = {k: _mhz(row[f]) for k, f in (("max_sm", "clocks.max.sm"),
-                                                ("max_mem", "clocks.max.memory"),
-                                                ("sm", "clocks.sm"), ("mem", "clocks.mem"))
-                  if f in row and _mhz(row[f]) is not None}
-        gpus.append(Gpu(int(row["index"]), row["uuid"], row["name"],
-                        _text(row["driver_version"]), _mhz(row.get("memory.total", "")),
-                        clocks))
+        clocks = {
+            k: _mhz(row[f])
+            for k, f in (
+                ("max_sm", "clocks.max.sm"),
+                ("max_mem", "clocks.max.memory"),
+                ("sm", "clocks.sm"),
+                ("mem", "clocks.mem"),
+            )
+            if f in row and _mhz(row[f]) is not None
+        }
+        gpus.append(
+            Gpu(
+                int(row["index"]),
+                row["uuid"],
+                row["name"],
+                _text(row["driver_version"]),
+                _mhz(row.get("memory.total", "")),
+                clocks,
+            )
+        )
     return gpus
 
 
@@ -89,9 +110,16 @@ def inventory(*, run=subprocess.run) -> tuple[list[Gpu], str]:
     if shutil.which("nvidia-smi"):
         for fields in (SMI_FIELDS, SMI_MINIMAL):  # old drivers reject some clock fields
             try:
-                p = run(["nvidia-smi", f"--query-gpu={','.join(fields)}",
-                         "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                        timeout=60)
+                p = run(
+                    [
+                        "nvidia-smi",
+                        f"--query-gpu={','.join(fields)}",
+                        "--format=csv,noheader,nounits",
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
             except (OSError, subprocess.SubprocessError) as e:
                 return [], f"nvidia-smi failed: {e}"
             if p.returncode == 0:
@@ -120,8 +148,13 @@ def _torch_inventory(run) -> tuple[list[Gpu], str]:
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # indices as the children will use them
     try:
-        p = run([sys.executable, "-c", _TORCH_PROBE], capture_output=True, text=True,
-                timeout=300, env=env)
+        p = run(
+            [sys.executable, "-c", _TORCH_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
         rows = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else None
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
         return [], f"torch probe failed: {e}"
@@ -232,8 +265,16 @@ def parse_compute_apps(text: str) -> list[tuple[str, int, str]]:
 
 def query_compute_apps() -> list[tuple[str, int, str]] | None:
     try:
-        p = subprocess.run(["nvidia-smi", "--query-compute-apps=gpu_uuid,pid,process_name",
-                            "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
+        p = subprocess.run(
+            [
+                "nvidia-smi",
+                "--query-compute-apps=gpu_uuid,pid,process_name",
+                "--format=csv,noheader",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return parse_compute_apps(p.stdout) if p.returncode == 0 else None
@@ -294,8 +335,7 @@ class SmiMonitor:
         self._watches: dict = {}  # key -> {"uuids", "pgid", "before", "seen"}
         self._ours: set[int] = set()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tirx-suite-monitor",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, name="tirx-suite-monitor", daemon=True)
         self._thread.start()
 
     def watch(self, key, gpus) -> None:
@@ -304,8 +344,7 @@ class SmiMonitor:
         uuids = {g.uuid for g in gpus}
         before = {pid for uuid, pid, _ in apps if uuid in uuids}
         with self._lock:
-            self._watches[key] = {"uuids": uuids, "pgid": None, "before": before,
-                                  "seen": {}}
+            self._watches[key] = {"uuids": uuids, "pgid": None, "before": before, "seen": {}}
 
     def attach(self, key, pid) -> None:
         """The workload's child started as ``pid``, leader of its own process group."""
@@ -339,6 +378,5 @@ class SmiMonitor:
         with self._lock:
             ours = set(self._ours)
             for w in active.values():
-                for item in classify(apps, w["uuids"], w["pgid"], w["before"], ours,
-                                     self.probe):
+                for item in classify(apps, w["uuids"], w["pgid"], w["before"], ours, self.probe):
                     w["seen"][item] = None  # ordered set

@@ -43,27 +43,36 @@ def prepare_folder(folder: Path) -> Path:
     except FileExistsError:
         pass  # another suite created it just now
     except OSError as e:
-        raise LockError(f"cannot create the GPU lock folder {folder}: {e.strerror}; fix: pass "
-                        "--lock-dir DIR (a folder every suite user can write)") from None
+        raise LockError(
+            f"cannot create the GPU lock folder {folder}: {e.strerror}; fix: pass "
+            "--lock-dir DIR (a folder every suite user can write)"
+        ) from None
     try:
         st = os.lstat(folder)
     except OSError as e:
-        raise LockError(f"cannot use the GPU lock folder {folder}: {e.strerror}; fix: pass "
-                        "--lock-dir DIR") from None
+        raise LockError(
+            f"cannot use the GPU lock folder {folder}: {e.strerror}; fix: pass --lock-dir DIR"
+        ) from None
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a folder"
-        raise LockError(f"GPU lock folder {folder} is {what}; fix: remove it (the suite "
-                        "creates the folder itself) or pass --lock-dir DIR")
+        raise LockError(
+            f"GPU lock folder {folder} is {what}; fix: remove it (the suite "
+            "creates the folder itself) or pass --lock-dir DIR"
+        )
     mode = stat.S_IMODE(st.st_mode)
     sticky = bool(mode & stat.S_ISVTX)
     if mode & 0o022 and not sticky:
-        raise LockError(f"GPU lock folder {folder} (mode {mode:04o}) is writable by others but "
-                        "not sticky: anyone could swap its lock files; fix: chmod 1777 "
-                        f"{folder} (as its owner) or pass --lock-dir DIR")
+        raise LockError(
+            f"GPU lock folder {folder} (mode {mode:04o}) is writable by others but "
+            "not sticky: anyone could swap its lock files; fix: chmod 1777 "
+            f"{folder} (as its owner) or pass --lock-dir DIR"
+        )
     if st.st_uid not in (os.geteuid(), 0) and not sticky:
-        raise LockError(f"GPU lock folder {folder} belongs to uid {st.st_uid} and is not shared "
-                        f"(mode {mode:04o}); fix: its owner runs chmod 1777 {folder}, or pass "
-                        "--lock-dir DIR")
+        raise LockError(
+            f"GPU lock folder {folder} belongs to uid {st.st_uid} and is not shared "
+            f"(mode {mode:04o}); fix: its owner runs chmod 1777 {folder}, or pass "
+            "--lock-dir DIR"
+        )
     return folder
 
 
@@ -74,8 +83,9 @@ def open_lock_file(path: Path) -> int:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise LockError(f"GPU lock file {path} is not a regular file; fix: remove it or "
-                            "pass --lock-dir DIR")
+            raise LockError(
+                f"GPU lock file {path} is not a regular file; fix: remove it or pass --lock-dir DIR"
+            )
         if created:
             os.fchmod(fd, FILE_MODE)  # the umask must not lock other users out
     except BaseException:
@@ -107,11 +117,12 @@ def _open(path: Path) -> tuple[int, bool]:
         except FileExistsError:
             continue
         except OSError as e:
-            raise LockError(f"cannot create GPU lock file {path}: {e.strerror}; fix: ask the "
-                            f"owner of {path.parent} to chmod 1777 it, or pass --lock-dir "
-                            "DIR") from None
-    raise LockError(f"GPU lock file {path} keeps appearing and vanishing; fix: pass "
-                    "--lock-dir DIR")
+            raise LockError(
+                f"cannot create GPU lock file {path}: {e.strerror}; fix: ask the "
+                f"owner of {path.parent} to chmod 1777 it, or pass --lock-dir "
+                "DIR"
+            ) from None
+    raise LockError(f"GPU lock file {path} keeps appearing and vanishing; fix: pass --lock-dir DIR")
 
 
 def _open_existing(path: Path) -> int:
@@ -121,18 +132,24 @@ def _open_existing(path: Path) -> int:
         pass  # another user's file without write permission: flock works read-only
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise LockError(f"GPU lock file {path} is a symbolic link (refused: it could point "
-                            "at anyone's file); fix: remove it, or pass --lock-dir DIR") from None
+            raise LockError(
+                f"GPU lock file {path} is a symbolic link (refused: it could point "
+                "at anyone's file); fix: remove it, or pass --lock-dir DIR"
+            ) from None
         if e.errno == errno.ENOENT:
             raise
-        raise LockError(f"cannot open GPU lock file {path}: {e.strerror}; fix: remove it, or "
-                        "pass --lock-dir DIR") from None
+        raise LockError(
+            f"cannot open GPU lock file {path}: {e.strerror}; fix: remove it, or "
+            "pass --lock-dir DIR"
+        ) from None
     try:
         return os.open(path, os.O_RDONLY | _FLAGS)
     except OSError as e:
         owner = _owner(path)
-        raise LockError(f"cannot open GPU lock file {path} ({e.strerror}; owned by {owner}); "
-                        f"fix: ask {owner} to chmod 666 it, or pass --lock-dir DIR") from None
+        raise LockError(
+            f"cannot open GPU lock file {path} ({e.strerror}; owned by {owner}); "
+            f"fix: ask {owner} to chmod 666 it, or pass --lock-dir DIR"
+        ) from None
 
 
 def _owner(path: Path) -> str:

@@ -84,7 +84,7 @@ class Canvas:
         row = bytes(color) * max(0, x1 - x0)
         for y in range(max(0, y0), min(self.h, y1)):
             start = (y * self.w + x0) * 3
-            self.px[start:start + len(row)] = row
+            self.px[start : start + len(row)] = row
 
     def text(self, x, y, s: str, color=BLACK) -> None:
         for i, ch in enumerate(s.upper()):
@@ -96,16 +96,24 @@ class Canvas:
                         self.rect(px, y + gy * SCALE, px + SCALE, y + (gy + 1) * SCALE, color)
 
     def png(self) -> bytes:
-        raw = b"".join(b"\x00" + bytes(self.px[y * self.w * 3:(y + 1) * self.w * 3])
-                       for y in range(self.h))
+        raw = b"".join(
+            b"\x00" + bytes(self.px[y * self.w * 3 : (y + 1) * self.w * 3]) for y in range(self.h)
+        )
 
         def chunk(tag, data):
-            return (struct.pack(">I", len(data)) + tag + data
-                    + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF))
+            return (
+                struct.pack(">I", len(data))
+                + tag
+                + data
+                + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+            )
 
-        return (b"\x89PNG\r\n\x1a\n"
-                + chunk(b"IHDR", struct.pack(">IIBBBBB", self.w, self.h, 8, 2, 0, 0, 0))
-                + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+        return (
+            b"\x89PNG\r\n\x1a\n"
+            + chunk(b"IHDR", struct.pack(">IIBBBBB", self.w, self.h, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw, 9))
+            + chunk(b"IEND", b"")
+        )
 
 
 def text_width(s: str) -> int:
@@ -131,8 +139,13 @@ def ratio_chart(items: list[tuple[str, float]], title: str) -> bytes:
         c.text(pad, y + 4, label)
         v = max(-span, min(span, math.log2(r))) if r > 0 else -span
         end = centre + int(round(v * scale))
-        c.rect(min(centre, end), y + 3, max(centre, end) + (1 if end == centre else 0),
-               y + line_h - 3, GREEN if r >= 1 else RED)
+        c.rect(
+            min(centre, end),
+            y + 3,
+            max(centre, end) + (1 if end == centre else 0),
+            y + line_h - 3,
+            GREEN if r >= 1 else RED,
+        )
         c.text(left + bar_w + pad, y + 4, f"{r:.3f}x")
     bottom = top + len(items) * line_h
     c.rect(centre, top - 4, centre + 2, bottom + 4, BLACK)  # ratio 1
@@ -140,15 +153,16 @@ def ratio_chart(items: list[tuple[str, float]], title: str) -> bytes:
         x = centre + int(round(k * scale))
         if k:
             c.rect(x, top - 4, x + 1, bottom + 4, GREY)
-        tick = f"{2 ** k}x" if k >= 0 else f"1/{2 ** -k}x"
+        tick = f"{2**k}x" if k >= 0 else f"1/{2**-k}x"
         c.text(x - text_width(tick) // 2, bottom + 8, tick)
     return c.png()
 
 
 def write_ratio_plot(rows: list[dict], path: Path) -> Path | None:
     """Write the chart of every row with a ratio; None when no row has one."""
-    items = [(f"{r['kernel']} {r['config']}", r["ratio"]) for r in rows
-             if r.get("ratio") is not None]
+    items = [
+        (f"{r['kernel']} {r['config']}", r["ratio"]) for r in rows if r.get("ratio") is not None
+    ]
     if not items:
         return None
     png = ratio_chart(items, "ratio fastest reference / ours  (>1: ours faster)")

@@ -41,10 +41,20 @@ from .schema import one_line, run_problems
 
 SCHEMA_VERSION = 1
 TRACKED_DISTRIBUTIONS = (
-    "apache-tvm-tirx", "torch", "triton", "tirx-kernels-core", "numpy",
+    "apache-tvm-tirx",
+    "torch",
+    "triton",
+    "tirx-kernels-core",
+    "numpy",
     # optional references, recorded when installed
-    "flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache", "deep-gemm", "flash-mla",
-    "flash-attn", "sgl-kernel", "nvidia-cutlass-dsl",
+    "flashinfer-python",
+    "flashinfer-cubin",
+    "flashinfer-jit-cache",
+    "deep-gemm",
+    "flash-mla",
+    "flash-attn",
+    "sgl-kernel",
+    "nvidia-cutlass-dsl",
 )
 ENV_GIT_COMMIT, ENV_GIT_DIRTY = "TIRX_SUITE_GIT_COMMIT", "TIRX_SUITE_GIT_DIRTY"
 
@@ -81,8 +91,10 @@ def env_git_problem() -> str | None:
     a run recording ``ref: refs/heads/main`` as its commit could never be promoted cleanly."""
     commit, dirty = _env(ENV_GIT_COMMIT), _env(ENV_GIT_DIRTY)
     if commit is not None and not re.fullmatch(r"[0-9a-f]{7,40}", commit):
-        return (f"{ENV_GIT_COMMIT}={commit!r} is not a commit hash; fix: set it to "
-                "`git rev-parse HEAD` of the checkout the run uses")
+        return (
+            f"{ENV_GIT_COMMIT}={commit!r} is not a commit hash; fix: set it to "
+            "`git rev-parse HEAD` of the checkout the run uses"
+        )
     if dirty is not None and dirty not in ("0", "1"):
         return f"{ENV_GIT_DIRTY}={dirty!r} must be 0 (clean checkout) or 1 (uncommitted changes)"
     return None
@@ -94,25 +106,34 @@ def git_state(where: Path | None = None) -> dict:
     where = Path(where) if where else Path(__file__).resolve().parent
 
     def git(*args):
-        return subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True,
-                              timeout=60)
+        return subprocess.run(
+            ["git", "-C", str(where), *args], capture_output=True, text=True, timeout=60
+        )
 
     try:
         head = git("rev-parse", "HEAD")
         if head.returncode == 0:
             status = git("status", "--porcelain")
-            return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip()),
-                    "source": "git"}
+            return {
+                "commit": head.stdout.strip(),
+                "dirty": bool(status.stdout.strip()),
+                "source": "git",
+            }
     except (OSError, subprocess.SubprocessError):
         pass
     commit, dirty = _env(ENV_GIT_COMMIT), _env(ENV_GIT_DIRTY)
-    return {"commit": commit, "dirty": None if dirty is None else dirty != "0",
-            "source": "environment" if commit else "unknown (no git checkout)"}
+    return {
+        "commit": commit,
+        "dirty": None if dirty is None else dirty != "0",
+        "source": "environment" if commit else "unknown (no git checkout)",
+    }
 
 
 def provenance(gpus, gpu_source: str, registry) -> dict:
-    families = {f.family.name: {"distribution": f.distribution, "version": f.version}
-                for f in getattr(registry, "families", [])}
+    families = {
+        f.family.name: {"distribution": f.distribution, "version": f.version}
+        for f in getattr(registry, "families", [])
+    }
     dists = [f["distribution"] for f in families.values() if f["distribution"] != "?"]
     return {
         "host": platform.node(),
@@ -127,29 +148,42 @@ def provenance(gpus, gpu_source: str, registry) -> dict:
 
 def row_json(row: Row) -> dict:
     w = row.workload
-    settings = {k: getattr(w, k) for k in ("timer", "warmup", "repeat")
-                if getattr(w, k) is not None}
-    d = {"kernel": w.kernel, "config": w.config, "family": w.family, "status": row.status,
-         "detail": row.detail, "default": w.default, "num_gpus": w.num_gpus,
-         "settings": settings, "gpus": [g.uuid for g in row.gpus],
-         "gpu_name": row.gpus[0].name if row.gpus else None,
-         "gpu_model": row.gpus[0].model if row.gpus else None,
-         "seconds": row.result.seconds if row.result else None,
-         "log": row.result.log if row.result else None,
-         "attempts": [asdict(a) for a in row.attempts]}
+    settings = {
+        k: getattr(w, k) for k in ("timer", "warmup", "repeat") if getattr(w, k) is not None
+    }
+    d = {
+        "kernel": w.kernel,
+        "config": w.config,
+        "family": w.family,
+        "status": row.status,
+        "detail": row.detail,
+        "default": w.default,
+        "num_gpus": w.num_gpus,
+        "settings": settings,
+        "gpus": [g.uuid for g in row.gpus],
+        "gpu_name": row.gpus[0].name if row.gpus else None,
+        "gpu_model": row.gpus[0].model if row.gpus else None,
+        "seconds": row.result.seconds if row.result else None,
+        "log": row.result.log if row.result else None,
+        "attempts": [asdict(a) for a in row.attempts],
+    }
     bench = row.result.bench if row.result and isinstance(row.result.bench, dict) else None
     if bench:
         impls = bench.get("impls") or {}
-        d.update(timer=bench.get("timer"), impls_us=impls,
-                 round_samples=bench.get("round_samples") or {},
-                 errors=bench.get("errors") or {},
-                 benchmark_protocol=bench.get("benchmark_protocol") or {},
-                 ratio=ratio(impls))
+        d.update(
+            timer=bench.get("timer"),
+            impls_us=impls,
+            round_samples=bench.get("round_samples") or {},
+            errors=bench.get("errors") or {},
+            benchmark_protocol=bench.get("benchmark_protocol") or {},
+            ratio=ratio(impls),
+        )
     return d
 
 
-def run_document(run_id: str, started: float, outcome: Outcome, *, selection: dict,
-                 options: dict, prov: dict) -> dict:
+def run_document(
+    run_id: str, started: float, outcome: Outcome, *, selection: dict, options: dict, prov: dict
+) -> dict:
     rows = [row_json(r) for r in outcome.rows]
     summary = {"selected": len(outcome.rows) + len(outcome.not_run)}
     summary.update({s: sum(r["status"] == s for r in rows) for s in STATUSES})
@@ -168,8 +202,9 @@ def run_document(run_id: str, started: float, outcome: Outcome, *, selection: di
         "options": options,
         "provenance": prov,
         "rows": rows,
-        "not_run": [{"kernel": w.kernel, "config": w.config, "reason": why}
-                    for w, why in outcome.not_run],
+        "not_run": [
+            {"kernel": w.kernel, "config": w.config, "reason": why} for w, why in outcome.not_run
+        ],
         "summary": summary,
     }
 
@@ -214,12 +249,13 @@ def load_run(path: Path) -> dict:
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise RunFileError(f"{path}: cannot read a run JSON: {e}; {fix}") from None
     if isinstance(doc, dict) and doc.get("schema_version") != SCHEMA_VERSION:
-        raise RunFileError(f"{path}: not a tirx-suite run (schema_version "
-                           f"{doc.get('schema_version')!r}, expected {SCHEMA_VERSION}); {fix}")
+        raise RunFileError(
+            f"{path}: not a tirx-suite run (schema_version "
+            f"{doc.get('schema_version')!r}, expected {SCHEMA_VERSION}); {fix}"
+        )
     problems = run_problems(doc)
     if problems:
-        raise RunFileError(f"{path}: not a valid tirx-suite run: {one_line(problems)}; "
-                           f"{fix}")
+        raise RunFileError(f"{path}: not a valid tirx-suite run: {one_line(problems)}; {fix}")
     return doc
 
 

@@ -76,19 +76,23 @@ def judge(result: Result, interference: list[str]) -> tuple[str, str]:
     """The row status of one finished child."""
     if interference and result.status != SKIP:
         return INTERFERED, "foreign GPU process(es) during the measurement: " + "; ".join(
-            interference)
+            interference
+        )
     if result.status == PASS:
         bench = result.bench if isinstance(result.bench, dict) else {}
         impls = bench.get("impls") or {}
         errors = bench.get("errors") or {}
         if errors:
-            return BASELINE_ERROR, "; ".join(f"reference {k!r} failed: {v}"
-                                             for k, v in errors.items())
+            return BASELINE_ERROR, "; ".join(
+                f"reference {k!r} failed: {v}" for k, v in errors.items()
+            )
         if not any(is_ours(k) for k in impls):
             return FAIL, f"bench result has no implementation of ours (tirx*): {sorted(impls)}"
         notes = [result.detail] if result.detail else []
-        notes += [f"reference {k!r} skipped: {v}"  # optional package not installed
-                  for k, v in (bench.get("skipped") or {}).items()]
+        notes += [
+            f"reference {k!r} skipped: {v}"  # optional package not installed
+            for k, v in (bench.get("skipped") or {}).items()
+        ]
         return PASS, "; ".join(notes)
     if result.status == CHILD_ERROR:
         return FAIL, f"error: {result.detail}"
@@ -126,14 +130,25 @@ class _Running:
 
 
 class Scheduler:
-    def __init__(self, executor, pool, monitor, *, timeout_s: float, max_retries: int = 3,
-                 retry_delay_s: float = 10.0, keep_going: bool = False,
-                 events: Events | None = None, no_gpu_reason: str = "no GPU found",
-                 clock=time.monotonic, sleep=time.sleep, poll_s: float = 0.1,
-                 stop_check=lambda: None):
+    def __init__(
+        self,
+        executor,
+        pool,
+        monitor,
+        *,
+        timeout_s: float,
+        max_retries: int = 3,
+        retry_delay_s: float = 10.0,
+        keep_going: bool = False,
+        events: Events | None = None,
+        no_gpu_reason: str = "no GPU found",
+        clock=time.monotonic,
+        sleep=time.sleep,
+        poll_s: float = 0.1,
+        stop_check=lambda: None,
+    ):
         self.executor, self.pool, self.monitor = executor, pool, monitor
-        self.timeout_s, self.max_retries, self.retry_delay_s = timeout_s, max_retries, \
-            retry_delay_s
+        self.timeout_s, self.max_retries, self.retry_delay_s = timeout_s, max_retries, retry_delay_s
         self.keep_going, self.events = keep_going, events or Events()
         self.no_gpu_reason = no_gpu_reason
         self.clock, self.sleep, self.poll_s = clock, sleep, poll_s
@@ -191,8 +206,11 @@ class Scheduler:
             n = job.workload.num_gpus
             if n > self.pool.total:
                 pending.remove(job)
-                why = (self.no_gpu_reason if self.pool.total == 0 else
-                       f"needs {n} GPUs; this machine has {self.pool.total}")
+                why = (
+                    self.no_gpu_reason
+                    if self.pool.total == 0
+                    else f"needs {n} GPUs; this machine has {self.pool.total}"
+                )
                 self._final(job, Row(job.workload, SKIP, why, attempts=job.attempts))
                 continue
             if job.not_before > now:
@@ -212,9 +230,16 @@ class Scheduler:
             except Exception as e:  # noqa: BLE001 - a start failure is the workload's FAIL
                 self.pool.release(gpus)
                 self.monitor.stop(key)
-                self._final(job, Row(job.workload, FAIL, f"could not start: "
-                                     f"{type(e).__name__}: {e}", gpus=gpus,
-                                     attempts=job.attempts))
+                self._final(
+                    job,
+                    Row(
+                        job.workload,
+                        FAIL,
+                        f"could not start: {type(e).__name__}: {e}",
+                        gpus=gpus,
+                        attempts=job.attempts,
+                    ),
+                )
                 continue
             self.monitor.attach(key, getattr(handle, "pid", None))
             running.append(_Running(job, handle, gpus, self.clock(), key))
@@ -232,8 +257,14 @@ class Scheduler:
         except Exception as e:  # noqa: BLE001 - e.g. an unreadable result file
             r.handle.kill()
             w = r.job.workload
-            return Result(w.kernel, w.config, "bench", CHILD_ERROR,
-                          round(self.clock() - r.started, 3), f"{type(e).__name__}: {e}")
+            return Result(
+                w.kernel,
+                w.config,
+                "bench",
+                CHILD_ERROR,
+                round(self.clock() - r.started, 3),
+                f"{type(e).__name__}: {e}",
+            )
         return None
 
     def _done(self, r: _Running, result: Result, pending: list[_Job]) -> None:
@@ -241,8 +272,9 @@ class Scheduler:
         interference = self.monitor.stop(r.key)
         status, detail = judge(result, interference)
         job = r.job
-        attempt = Attempt(status, detail, [g.uuid for g in r.gpus], result.seconds,
-                          interference, result.log)
+        attempt = Attempt(
+            status, detail, [g.uuid for g in r.gpus], result.seconds, interference, result.log
+        )
         job.attempts.append(attempt)
         if status == INTERFERED:
             if job.attempt < self.max_retries:
@@ -260,5 +292,7 @@ class Scheduler:
         self._rows[job.index] = row
         self.events.finish(row, len(self._rows), self._total)
         if row.status in FAILED and not self.keep_going and self._stopped is None:
-            self._stopped = (f"fail-fast after {row.status} of {row.workload.kernel} "
-                             f"{row.workload.config} (--keep-going runs the rest)")
+            self._stopped = (
+                f"fail-fast after {row.status} of {row.workload.kernel} "
+                f"{row.workload.config} (--keep-going runs the rest)"
+            )

@@ -18,9 +18,7 @@ def make_add(dtype: str):
     @T.function
     def add(a: T.Tensor((n,), dtype), b: T.Tensor((n,), dtype), c: T.Tensor((n,), dtype)):
         T.func_attr({"tirx.noalias": True})
-        T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=T.ceildiv(n, THREADS * vec), block=THREADS)
-        )
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=T.ceildiv(n, THREADS * vec), block=THREADS))
         base = (T.cuda.block_idx("x") * THREADS + T.cuda.thread_idx("x")) * vec
         if base + vec <= n:
             c[T.Ramp(base, 1, vec)] = a[T.Ramp(base, 1, vec)] + b[T.Ramp(base, 1, vec)]

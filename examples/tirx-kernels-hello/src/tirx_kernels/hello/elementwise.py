@@ -31,8 +31,9 @@ def add(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> to
     """``a + b`` for contiguous 1D CUDA tensors of one dtype (bfloat16, float16, float32)."""
     for name, t in (("a", a), ("b", b)):
         if t.dtype not in DTYPES:
-            raise ValueError(f"{name}: dtype {t.dtype} is not supported; use one of "
-                             f"{', '.join(ELEMENT_BYTES)}")
+            raise ValueError(
+                f"{name}: dtype {t.dtype} is not supported; use one of {', '.join(ELEMENT_BYTES)}"
+            )
         if t.dim() != 1 or not t.is_contiguous():
             raise ValueError(f"{name}: must be a contiguous 1D tensor; call .flatten() first")
     if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:

@@ -1,15 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""The family's plugin: who it is, its license terms, its kernel modules and suite files."""
+"""The family's plugin: who it is and its license terms.
+
+Its kernel modules (``kernels/*.py``) and suite files (``suite/*.yaml``) are registered by
+convention (``tirx_kernels.core.registration``).
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tirx_kernels.core import Family, LicensePolicy, hookimpl
-from tirx_kernels.core.registration import register_kernel_modules, register_suite_files
-
-HERE = Path(__file__).parent
 
 
 @hookimpl
@@ -21,13 +20,3 @@ def tirx_kernels_family():
         license=LicensePolicy(expression="Apache-2.0"),
         description="Example family: an elementwise add",
     )
-
-
-@hookimpl
-def tirx_kernels_register_kernels(register):
-    register_kernel_modules(register, f"{__package__}.kernels", HERE / "kernels")
-
-
-@hookimpl
-def tirx_kernels_suite_configs(register):
-    register_suite_files(register, HERE / "suite")

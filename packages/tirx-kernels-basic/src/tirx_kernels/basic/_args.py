@@ -18,8 +18,10 @@ def dtype_name(fn: str, name: str, t: torch.Tensor) -> str:
     """The dtype name of ``t`` (bf16 or fp16)."""
     dtype = DTYPE_NAMES.get(t.dtype)
     if dtype is None:
-        raise ValueError(f"{fn}: {name} must be bfloat16 or float16, got {t.dtype}; "
-                         f"cast it with {name}.to(torch.bfloat16)")
+        raise ValueError(
+            f"{fn}: {name} must be bfloat16 or float16, got {t.dtype}; "
+            f"cast it with {name}.to(torch.bfloat16)"
+        )
     return dtype
 
 
@@ -28,13 +30,18 @@ def check_memory(fn: str, name: str, t: torch.Tensor, device: int) -> None:
     tensor argument's: pass its ``get_device()``, -1 when it is on the CPU)."""
     on = t.get_device()
     if on < 0:
-        raise ValueError(f"{fn}: {name} must be a CUDA tensor, got {t.device}; "
-                         f"move it with {name}.cuda()")
+        raise ValueError(
+            f"{fn}: {name} must be a CUDA tensor, got {t.device}; move it with {name}.cuda()"
+        )
     if on != device:
-        raise ValueError(f"{fn}: {name} must be on the first argument's device cuda:{device}, "
-                         f"got {t.device}; move it with {name}.to('cuda:{device}')")
+        raise ValueError(
+            f"{fn}: {name} must be on the first argument's device cuda:{device}, "
+            f"got {t.device}; move it with {name}.to('cuda:{device}')"
+        )
     if not t.is_contiguous():
         raise ValueError(f"{fn}: {name} must be contiguous; pass {name}.contiguous()")
     if t.data_ptr() % 16:
-        raise ValueError(f"{fn}: {name} must be 16-byte aligned (a view at an offset is not); "
-                         f"pass {name}.clone()")
+        raise ValueError(
+            f"{fn}: {name} must be 16-byte aligned (a view at an offset is not); "
+            f"pass {name}.clone()"
+        )

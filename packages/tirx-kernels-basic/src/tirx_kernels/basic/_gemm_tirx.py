@@ -66,8 +66,19 @@ def _check_domain(M, N, K, dtype):
 
 
 @functools.cache
-def make_gemm(M, N, K, dtype="bfloat16", bn=None, stages=None, group_m=8, num_sms=None,
-              inflight=1, cluster_m=1, epilogue="tma"):
+def make_gemm(
+    M,
+    N,
+    K,
+    dtype="bfloat16",
+    bn=None,
+    stages=None,
+    group_m=8,
+    num_sms=None,
+    inflight=1,
+    cluster_m=1,
+    epilogue="tma",
+):
     """The PrimFunc for one static shape; ``bn``/``stages``/``num_sms`` default from
     ``_gemm_schedule`` and the device.
 
@@ -114,8 +125,11 @@ def make_gemm(M, N, K, dtype="bfloat16", bn=None, stages=None, group_m=8, num_sm
     half = BN // cluster_m  # B rows each CTA of a cluster loads
 
     @T.function
-    def gemm(A: T.Tensor((M, K), tdt, align=16), B: T.Tensor((N, K), tdt, align=16),
-             C: T.Tensor((M, N), tdt, align=16)):
+    def gemm(
+        A: T.Tensor((M, K), tdt, align=16),
+        B: T.Tensor((N, K), tdt, align=16),
+        C: T.Tensor((M, N), tdt, align=16),
+    ):
         if T.constexpr(cluster_m == 1):
             T.device_entry(
                 launch=T.cuda.LaunchConfig(grid=grid, block=384, dynamic_smem_bytes=smem),
@@ -123,8 +137,9 @@ def make_gemm(M, N, K, dtype="bfloat16", bn=None, stages=None, group_m=8, num_sm
             )
         else:
             T.device_entry(
-                launch=T.cuda.LaunchConfig(grid=grid, block=384, cluster=(cluster_m, 1, 1),
-                                           dynamic_smem_bytes=smem),
+                launch=T.cuda.LaunchConfig(
+                    grid=grid, block=384, cluster=(cluster_m, 1, 1), dynamic_smem_bytes=smem
+                ),
                 kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
             )
         tid = T.cuda.thread_idx("x")
@@ -153,15 +168,26 @@ def make_gemm(M, N, K, dtype="bfloat16", bn=None, stages=None, group_m=8, num_sm
                         sa = dsl.smem_view(arena, ring.stage * a_bytes, (a_rows, BK), tdt, mode)
                         dsl.tma_load_tile(sa, A, ring.full_bar(), (tm * BM, kt * BK), mode)
                         if T.constexpr(cluster_m == 1):
-                            sb = dsl.smem_view(arena, stages * a_bytes + ring.stage * b_bytes,
-                                               (BN, BK), tdt, mode)
+                            sb = dsl.smem_view(
+                                arena, stages * a_bytes + ring.stage * b_bytes, (BN, BK), tdt, mode
+                            )
                             dsl.tma_load_tile(sb, B, ring.full_bar(), (tn * BN, kt * BK), mode)
                         else:
-                            sb = dsl.smem_view(arena, stages * a_bytes + ring.stage * b_bytes
-                                               + rank * half * BK * 2, (half, BK), tdt, mode)
-                            dsl.tma_load_tile(sb, B, ring.full_bar(),
-                                              (tn * BN + rank * half, kt * BK), mode,
-                                              cta_mask=(1 << cluster_m) - 1)
+                            sb = dsl.smem_view(
+                                arena,
+                                stages * a_bytes + ring.stage * b_bytes + rank * half * BK * 2,
+                                (half, BK),
+                                tdt,
+                                mode,
+                            )
+                            dsl.tma_load_tile(
+                                sb,
+                                B,
+                                ring.full_bar(),
+                                (tn * BN + rank * half, kt * BK),
+                                mode,
+                                cta_mask=(1 << cluster_m) - 1,
+                            )
                         ring.advance()
                 if T.constexpr(cluster_m > 1):
                     ring.producer_tail()
@@ -178,10 +204,12 @@ def make_gemm(M, N, K, dtype="bfloat16", bn=None, stages=None, group_m=8, num_sm
                 tm = cm * cluster_m + rank
                 for kt in T.serial(ktiles):
                     ring.consumer_wait()
-                    da = dsl.descriptor(desc_a, base + T.cast(ring.stage * a_bytes, "uint32")
-                                        + a_wg)
-                    db = dsl.descriptor(desc_b, base + T.cast(stages * a_bytes
-                                                              + ring.stage * b_bytes, "uint32"))
+                    da = dsl.descriptor(
+                        desc_a, base + T.cast(ring.stage * a_bytes, "uint32") + a_wg
+                    )
+                    db = dsl.descriptor(
+                        desc_b, base + T.cast(stages * a_bytes + ring.stage * b_bytes, "uint32")
+                    )
                     dsl.wgmma_fence()
                     dsl.mma_ksteps(acc, da, db, a_steps, b_steps, kt > 0, BN, tdt)
                     dsl.wgmma_commit()
@@ -189,18 +217,44 @@ def make_gemm(M, N, K, dtype="bfloat16", bn=None, stages=None, group_m=8, num_sm
                     if T.constexpr(inflight == 0):
                         _release(ring, ring.stage, lane, rank, cluster_m)
                     elif kt >= inflight:
-                        _release(ring, T.truncmod(ring.stage + (stages - inflight), stages),
-                                 lane, rank, cluster_m)
+                        _release(
+                            ring,
+                            T.truncmod(ring.stage + (stages - inflight), stages),
+                            lane,
+                            rank,
+                            cluster_m,
+                        )
                     ring.advance()
                 if T.constexpr(inflight > 0):
                     dsl.wgmma_wait(0)
                     _release_last(ring, min(inflight, ktiles), stages, lane, rank, cluster_m)
                 if T.constexpr(epilogue == "tma"):
-                    _store_tma(acc, C, arena, base, ring_bytes + (wg - 1) * 2 * EPI_BYTES,
-                               tm * BM + (wg - 1) * 64, tn * BN, chunks, wg, packed4, tdt)
+                    _store_tma(
+                        acc,
+                        C,
+                        arena,
+                        base,
+                        ring_bytes + (wg - 1) * 2 * EPI_BYTES,
+                        tm * BM + (wg - 1) * 64,
+                        tn * BN,
+                        chunks,
+                        wg,
+                        packed4,
+                        tdt,
+                    )
                 else:
-                    dsl.store_acc(acc, C, tm * BM + (wg - 1) * 64, tn * BN, BN, M, N,
-                                  check_rows, check_cols, packed)
+                    dsl.store_acc(
+                        acc,
+                        C,
+                        tm * BM + (wg - 1) * 64,
+                        tn * BN,
+                        BN,
+                        M,
+                        N,
+                        check_rows,
+                        check_cols,
+                        packed,
+                    )
             if T.constexpr(epilogue == "tma"):
                 if T.cuda.thread_in_warpgroup() == 0:
                     dsl.bulk_wait(0)  # staging smem must outlive the stores that read it
@@ -217,8 +271,9 @@ def _store_tma(acc, C, arena, base, off, row0, col0, chunks, wg, packed4, tdt):
         # stores still reading: with an even chunk count the other buffer's may stay in flight
         _epi_acquire(wg, 1 if chunks % 2 == 0 else 0)
         dsl.stmatrix_acc_chunk(acc, base + T.uint32(buf), j, packed4, tdt)
-        _epi_issue(C, dsl.smem_view(arena, buf, (64, 64), tdt, Swizzle.B128), row0,
-                   col0 + 64 * j, wg)
+        _epi_issue(
+            C, dsl.smem_view(arena, buf, (64, 64), tdt, Swizzle.B128), row0, col0 + 64 * j, wg
+        )
 
 
 @T.inline

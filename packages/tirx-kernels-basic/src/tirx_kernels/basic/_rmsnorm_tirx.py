@@ -33,8 +33,7 @@ def _check_domain(hidden, dtype):
         raise ValueError(f"rmsnorm: dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     if not isinstance(hidden, int) or hidden % VEC != 0 or not VEC <= hidden <= MAX_HIDDEN:
         raise ValueError(
-            f"rmsnorm: hidden must be a multiple of {VEC} in [{VEC}, {MAX_HIDDEN}], "
-            f"got {hidden!r}"
+            f"rmsnorm: hidden must be a multiple of {VEC} in [{VEC}, {MAX_HIDDEN}], got {hidden!r}"
         )
 
 
@@ -109,9 +108,7 @@ def make_rmsnorm(hidden, dtype="bfloat16", eps=1e-6, schedule=None):
             col = (k * tpr + lane) * VEC
             for v in T.unroll(VEC):
                 yv[v] = T.cast(
-                    T.cast(xa[k * VEC + v], "float32")
-                    * rstd
-                    * T.cast(wr[k * VEC + v], "float32"),
+                    T.cast(xa[k * VEC + v], "float32") * rstd * T.cast(wr[k * VEC + v], "float32"),
                     tdt,
                 )
             if T.constexpr(ragged):

@@ -36,28 +36,41 @@ def _check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> str:
     fn = "gemm"
     dtype = dtype_name(fn, "a", a)
     if b.dtype != a.dtype:
-        raise ValueError(f"{fn}: b must have a's dtype {a.dtype}, got {b.dtype}; "
-                         "cast it with b.to(a.dtype)")
+        raise ValueError(
+            f"{fn}: b must have a's dtype {a.dtype}, got {b.dtype}; cast it with b.to(a.dtype)"
+        )
     if a.dim() != 2:
-        raise ValueError(f"{fn}: a must be 2-D (M, K), got shape {tuple(a.shape)}; "
-                         "flatten it with a.view(-1, a.shape[-1])")
+        raise ValueError(
+            f"{fn}: a must be 2-D (M, K), got shape {tuple(a.shape)}; "
+            "flatten it with a.view(-1, a.shape[-1])"
+        )
     if b.dim() != 2 or b.shape[1] != a.shape[1]:
-        raise ValueError(f"{fn}: b must be 2-D (N, K) with a's K = {a.shape[1]} (gemm computes "
-                         f"a @ b.T), got shape {tuple(b.shape)}; for a (K, N) matrix pass "
-                         "b.T.contiguous()")
+        raise ValueError(
+            f"{fn}: b must be 2-D (N, K) with a's K = {a.shape[1]} (gemm computes "
+            f"a @ b.T), got shape {tuple(b.shape)}; for a (K, N) matrix pass "
+            "b.T.contiguous()"
+        )
     (M, K), N = a.shape, b.shape[0]
     if K % 8:
-        raise ValueError(f"{fn}: K = a.shape[1] must be a multiple of 8 (TMA needs 16-byte "
-                         f"rows), got {K}; zero-pad a and b along K to a multiple of 8")
+        raise ValueError(
+            f"{fn}: K = a.shape[1] must be a multiple of 8 (TMA needs 16-byte "
+            f"rows), got {K}; zero-pad a and b along K to a multiple of 8"
+        )
     if N % 8:
-        raise ValueError(f"{fn}: N = b.shape[0] must be a multiple of 8, got {N}; zero-pad b "
-                         "with rows to a multiple of 8 and slice the result's columns")
+        raise ValueError(
+            f"{fn}: N = b.shape[0] must be a multiple of 8, got {N}; zero-pad b "
+            "with rows to a multiple of 8 and slice the result's columns"
+        )
     if max(M * K, N * K, M * N) >= 2**31:
-        raise ValueError(f"{fn}: a, b and out must each have < 2^31 elements (int32 "
-                         f"indexing), got M={M} N={N} K={K}; split a into row blocks")
+        raise ValueError(
+            f"{fn}: a, b and out must each have < 2^31 elements (int32 "
+            f"indexing), got M={M} N={N} K={K}; split a into row blocks"
+        )
     if out.shape != (M, N) or out.dtype != a.dtype:
-        raise ValueError(f"{fn}: out must be ({M}, {N}) of a's dtype {a.dtype}, got "
-                         f"{tuple(out.shape)} {out.dtype}; allocate it with a.new_empty(M, N)")
+        raise ValueError(
+            f"{fn}: out must be ({M}, {N}) of a's dtype {a.dtype}, got "
+            f"{tuple(out.shape)} {out.dtype}; allocate it with a.new_empty(M, N)"
+        )
     device = a.get_device()
     check_memory(fn, "a", a, device)
     check_memory(fn, "b", b, device)

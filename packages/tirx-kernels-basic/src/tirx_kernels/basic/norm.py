@@ -37,23 +37,33 @@ def _check(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor) -> str:
     fn = "rmsnorm"
     dtype = dtype_name(fn, "input", input)
     if input.dim() != 2:
-        raise ValueError(f"{fn}: input must be 2-D (batch, hidden), got shape "
-                         f"{tuple(input.shape)}; flatten it with input.view(-1, input.shape[-1])")
+        raise ValueError(
+            f"{fn}: input must be 2-D (batch, hidden), got shape "
+            f"{tuple(input.shape)}; flatten it with input.view(-1, input.shape[-1])"
+        )
     hidden = input.shape[1]
     if hidden % VEC or not VEC <= hidden <= MAX_HIDDEN:
-        raise ValueError(f"{fn}: input.shape[1] (hidden) must be a multiple of {VEC} in "
-                         f"[{VEC}, {MAX_HIDDEN}], got {hidden}; use "
-                         "torch.nn.functional.rms_norm for other sizes")
+        raise ValueError(
+            f"{fn}: input.shape[1] (hidden) must be a multiple of {VEC} in "
+            f"[{VEC}, {MAX_HIDDEN}], got {hidden}; use "
+            "torch.nn.functional.rms_norm for other sizes"
+        )
     if weight.dim() != 1 or weight.shape[0] != hidden:
-        raise ValueError(f"{fn}: weight must have shape ({hidden},) (input's hidden), got "
-                         f"{tuple(weight.shape)}; pass the weight of input's last dimension")
+        raise ValueError(
+            f"{fn}: weight must have shape ({hidden},) (input's hidden), got "
+            f"{tuple(weight.shape)}; pass the weight of input's last dimension"
+        )
     if weight.dtype != input.dtype:
-        raise ValueError(f"{fn}: weight must have input's dtype {input.dtype}, got "
-                         f"{weight.dtype}; cast it with weight.to(input.dtype)")
+        raise ValueError(
+            f"{fn}: weight must have input's dtype {input.dtype}, got "
+            f"{weight.dtype}; cast it with weight.to(input.dtype)"
+        )
     if out.shape != input.shape or out.dtype != input.dtype:
-        raise ValueError(f"{fn}: out must have input's shape {tuple(input.shape)} and dtype "
-                         f"{input.dtype}, got {tuple(out.shape)} {out.dtype}; allocate it "
-                         "with torch.empty_like(input)")
+        raise ValueError(
+            f"{fn}: out must have input's shape {tuple(input.shape)} and dtype "
+            f"{input.dtype}, got {tuple(out.shape)} {out.dtype}; allocate it "
+            "with torch.empty_like(input)"
+        )
     device = input.get_device()
     check_memory(fn, "input", input, device)
     check_memory(fn, "weight", weight, device)
@@ -68,8 +78,9 @@ def _rmsnorm(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, eps: 
         compiled_rmsnorm(input.shape[1], dtype, eps)(input, weight, out)
 
 
-def rmsnorm(input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
-            out: torch.Tensor | None = None) -> torch.Tensor:
+def rmsnorm(
+    input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """RMSNorm over the last dimension of ``input`` (batch, hidden); writes ``out`` when
     given (same shape and dtype as ``input``) and returns it."""
     if out is None:

@@ -4,12 +4,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tirx_kernels.core import Family, LicensePolicy, hookimpl
-from tirx_kernels.core.registration import register_kernel_modules, register_suite_files
-
-HERE = Path(__file__).parent
 
 
 @hookimpl
@@ -21,13 +16,3 @@ def tirx_kernels_family():
         license=LicensePolicy(expression="Apache-2.0"),
         description="Native TIRx kernels",
     )
-
-
-@hookimpl
-def tirx_kernels_register_kernels(register):
-    register_kernel_modules(register, f"{__package__}.kernels", HERE / "kernels")
-
-
-@hookimpl
-def tirx_kernels_suite_configs(register):
-    register_suite_files(register, HERE / "suite")

@@ -4,12 +4,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tirx_kernels.core import Family, LicensePolicy, Upstream, hookimpl
-from tirx_kernels.core.registration import register_kernel_modules, register_suite_files
-
-HERE = Path(__file__).parent
 
 # The upstream commit every port of this family was written from.
 UPSTREAM_COMMIT = "fb28d7242b3506a2348265962041acc1fb56cca4"
@@ -34,13 +29,3 @@ def tirx_kernels_family():
         ),
         description="TIRx ports of FlashInfer kernels",
     )
-
-
-@hookimpl
-def tirx_kernels_register_kernels(register):
-    register_kernel_modules(register, f"{__package__}.kernels", HERE / "kernels")
-
-
-@hookimpl
-def tirx_kernels_suite_configs(register):
-    register_suite_files(register, HERE / "suite")

@@ -53,8 +53,7 @@ def run_bench(dtype, n, **options):
     def build_torch():
         return lambda: data["a"] + data["b"]
 
-    return testing.bench(lambda: add(data["a"], data["b"], out), {"torch": build_torch},
-                         **options)
+    return testing.bench(lambda: add(data["a"], data["b"], out), {"torch": build_torch}, **options)
 
 
 def public_calls(batch):

@@ -50,17 +50,41 @@ KERNEL_META = {
 PUBLIC_OPS: tuple[str, ...] = ()
 
 CONFIGS = [
-    {"label": "bf16_w2_ml1024_n4096_k4096", "dtype": "bfloat16", "world": 2, "m_local": 1024,
-     "N": 4096, "K": 4096},
-    {"label": "fp16_w2_ml1024_n4096_k4096", "dtype": "float16", "world": 2, "m_local": 1024,
-     "N": 4096, "K": 4096},
-    {"label": "bf16_w2_ml333_n520_k264", "dtype": "bfloat16", "world": 2, "m_local": 333,
-     "N": 520, "K": 264},
+    {
+        "label": "bf16_w2_ml1024_n4096_k4096",
+        "dtype": "bfloat16",
+        "world": 2,
+        "m_local": 1024,
+        "N": 4096,
+        "K": 4096,
+    },
+    {
+        "label": "fp16_w2_ml1024_n4096_k4096",
+        "dtype": "float16",
+        "world": 2,
+        "m_local": 1024,
+        "N": 4096,
+        "K": 4096,
+    },
+    {
+        "label": "bf16_w2_ml333_n520_k264",
+        "dtype": "bfloat16",
+        "world": 2,
+        "m_local": 333,
+        "N": 520,
+        "K": 264,
+    },
 ]
 
 BENCH_CONFIGS = [
-    {"label": f"bf16_w2_ml{m}_n{s}_k{s}", "dtype": "bfloat16", "world": 2, "m_local": m,
-     "N": s, "K": s}
+    {
+        "label": f"bf16_w2_ml{m}_n{s}_k{s}",
+        "dtype": "bfloat16",
+        "world": 2,
+        "m_local": m,
+        "N": s,
+        "K": s,
+    }
     for m in [1024, 4096]
     for s in [4096, 8192]
 ]
@@ -80,8 +104,10 @@ def _check_group(world):
     if not dist.is_initialized():
         raise unittest.SkipTest("needs a torch.distributed process group (run through tirx-run)")
     if dist.get_world_size() != world:
-        raise ValueError(f"allgather_gemm: config is for world={world}, the process group has "
-                         f"{dist.get_world_size()} ranks")
+        raise ValueError(
+            f"allgather_gemm: config is for world={world}, the process group has "
+            f"{dist.get_world_size()} ranks"
+        )
     return dist.get_rank()
 
 
@@ -112,8 +138,7 @@ def reference(a_local, b, world):
     """torch.distributed all-gather (its own buffer) and an fp32 matmul."""
     import torch.distributed as dist
 
-    a = torch.empty(world * a_local.shape[0], a_local.shape[1], device="cuda",
-                    dtype=a_local.dtype)
+    a = torch.empty(world * a_local.shape[0], a_local.shape[1], device="cuda", dtype=a_local.dtype)
     dist.all_gather_into_tensor(a, a_local)
     return a, a.float() @ b.float().t()
 
@@ -131,16 +156,29 @@ def run_test(m_local, N, K, dtype="bfloat16", world=2):
     for name, got in (("our gather buffer", a), ("torch all_gather", ref_a)):
         if not torch.equal(got, expect_a):
             rows = (got != expect_a).any(dim=1).nonzero().flatten()
-            raise AssertionError(f"allgather_gemm rank {rank}: {name} differs from the rank "
-                                 f"shards at {rows.numel()} rows, first row {int(rows[0])}")
+            raise AssertionError(
+                f"allgather_gemm rank {rank}: {name} differs from the rank "
+                f"shards at {rows.numel()} rows, first row {int(rows[0])}"
+            )
     tol = tolerance(K, dtype)
     what = f"allgather_gemm rank {rank} {dtype} world={world} m_local={m_local} N={N} K={K}"
     worst = testing.assert_close(what, c, ref, atol=tol, rtol=0.0)
     return {"rank": rank, "max_abs_err": worst, "tol": tol}
 
 
-def run_bench(m_local, N, K, dtype="bfloat16", world=2, *, warmup=None, repeat=None, timer=None,
-              rounds=1, cooldown_s=1.0):
+def run_bench(
+    m_local,
+    N,
+    K,
+    dtype="bfloat16",
+    world=2,
+    *,
+    warmup=None,
+    repeat=None,
+    timer=None,
+    rounds=1,
+    cooldown_s=1.0,
+):
     from tirx_kernels.core import distributed
 
     rank = _check_group(world)
@@ -159,6 +197,13 @@ def run_bench(m_local, N, K, dtype="bfloat16", world=2, *, warmup=None, repeat=N
 
         return launch
 
-    return testing.bench(lambda: _launch(ex, a_local, b, a, c), {"torch": build_torch},
-                         warmup=warmup, repeat=repeat, timer=timer, rounds=rounds,
-                         cooldown_s=cooldown_s, distributed=ctx)
+    return testing.bench(
+        lambda: _launch(ex, a_local, b, a, c),
+        {"torch": build_torch},
+        warmup=warmup,
+        repeat=repeat,
+        timer=timer,
+        rounds=rounds,
+        cooldown_s=cooldown_s,
+        distributed=ctx,
+    )

@@ -44,16 +44,20 @@ CONFIGS = [
     {"label": "bf16_m128_n8192_k8192", "dtype": "bfloat16", "M": 128, "N": 8192, "K": 8192},
 ]
 
-BENCH_CONFIGS = [
-    {"label": f"{abbr}_m{s}_n{s}_k{s}", "dtype": dt, "M": s, "N": s, "K": s}
-    for abbr, dt in [("bf16", "bfloat16"), ("fp16", "float16")]
-    for s in [1024, 4096, 8192]
-] + [
-    {"label": f"bf16_m{m}_n8192_k8192", "dtype": "bfloat16", "M": m, "N": 8192, "K": 8192}
-    for m in [1, 16, 64, 128]
-] + [
-    {"label": "bf16_m1000_n1000_k1000", "dtype": "bfloat16", "M": 1000, "N": 1000, "K": 1000},
-]
+BENCH_CONFIGS = (
+    [
+        {"label": f"{abbr}_m{s}_n{s}_k{s}", "dtype": dt, "M": s, "N": s, "K": s}
+        for abbr, dt in [("bf16", "bfloat16"), ("fp16", "float16")]
+        for s in [1024, 4096, 8192]
+    ]
+    + [
+        {"label": f"bf16_m{m}_n8192_k8192", "dtype": "bfloat16", "M": m, "N": 8192, "K": 8192}
+        for m in [1, 16, 64, 128]
+    ]
+    + [
+        {"label": "bf16_m1000_n1000_k1000", "dtype": "bfloat16", "M": 1000, "N": 1000, "K": 1000},
+    ]
+)
 
 
 def get_kernel(M, N, K, dtype="bfloat16", **_):
@@ -100,8 +104,9 @@ def run_test(M, N, K, dtype="bfloat16"):
     return {"max_abs_err": worst, "tol": tol}
 
 
-def run_bench(M, N, K, dtype="bfloat16", *, warmup=None, repeat=None, timer=None, rounds=1,
-              cooldown_s=1.0):
+def run_bench(
+    M, N, K, dtype="bfloat16", *, warmup=None, repeat=None, timer=None, rounds=1, cooldown_s=1.0
+):
     """Kernel time (us) of ours and of cuBLAS (``torch.matmul`` into a preallocated out)."""
     launch = compiled_gemm(M, N, K, dtype)
     a, b, c = prepare_data(M, N, K, dtype)
@@ -110,8 +115,15 @@ def run_bench(M, N, K, dtype="bfloat16", *, warmup=None, repeat=None, timer=None
         out, bt = torch.empty_like(c), b.t()
         return lambda: torch.matmul(a, bt, out=out)
 
-    return testing.bench(lambda: launch(a, b, c), {"cublas": build_cublas}, warmup=warmup,
-                         repeat=repeat, timer=timer, rounds=rounds, cooldown_s=cooldown_s)
+    return testing.bench(
+        lambda: launch(a, b, c),
+        {"cublas": build_cublas},
+        warmup=warmup,
+        repeat=repeat,
+        timer=timer,
+        rounds=rounds,
+        cooldown_s=cooldown_s,
+    )
 
 
 def public_calls(batch):

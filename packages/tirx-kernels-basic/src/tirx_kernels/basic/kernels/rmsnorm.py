@@ -103,8 +103,19 @@ def run_test(batch, hidden, dtype="bfloat16", eps=1e-6, **_):
         testing.assert_close("rmsnorm vs flashinfer", y, want, **tolerance(dtype))
 
 
-def run_bench(batch, hidden, dtype="bfloat16", eps=1e-6, *, warmup=None, repeat=None,
-              timer=None, rounds=1, cooldown_s=1.0, **_):
+def run_bench(
+    batch,
+    hidden,
+    dtype="bfloat16",
+    eps=1e-6,
+    *,
+    warmup=None,
+    repeat=None,
+    timer=None,
+    rounds=1,
+    cooldown_s=1.0,
+    **_,
+):
     """Kernel time (us) of ours, torch ``F.rms_norm`` and FlashInfer.
 
     Without FlashInfer installed, its builder's ImportError makes the bench report that
@@ -124,8 +135,15 @@ def run_bench(batch, hidden, dtype="bfloat16", eps=1e-6, *, warmup=None, repeat=
         return lambda: flashinfer.norm.rmsnorm(x, w, eps, out=out)
 
     references = {"torch": build_torch, "flashinfer": build_flashinfer}
-    return testing.bench(lambda: launch(x, w, y), references, warmup=warmup, repeat=repeat,
-                         timer=timer, rounds=rounds, cooldown_s=cooldown_s)
+    return testing.bench(
+        lambda: launch(x, w, y),
+        references,
+        warmup=warmup,
+        repeat=repeat,
+        timer=timer,
+        rounds=rounds,
+        cooldown_s=cooldown_s,
+    )
 
 
 def public_calls(batch):

@@ -190,13 +190,7 @@ def run_bench(
     dtype="bfloat16",
     tokens=1,
     d=4096,
-    *,
-    warmup=None,
-    repeat=None,
-    timer=None,
-    rounds=1,
-    cooldown_s=1.0,
-    **_,
+    **options,
 ):
     x, out = prepare_data(act, dtype, tokens, d)
     launch = launcher(act, dtype, d, None, tokens, x.device.index or 0)
@@ -224,11 +218,7 @@ def run_bench(
     return bench(
         tirx,
         {"flashinfer": build_flashinfer, "torch": build_torch},
-        warmup=warmup,
-        repeat=repeat,
-        timer=timer,
-        rounds=rounds,
-        cooldown_s=cooldown_s,
+        **options,
     )
 
 

@@ -117,9 +117,7 @@ def run_test(dtype, tokens, hidden, **_):
         testing.assert_close("vs flashinfer", out, want, **testing.ulp_tols(dtype))
 
 
-def run_bench(
-    dtype, tokens, hidden, *, warmup=None, repeat=None, timer=None, rounds=1, cooldown_s=1.0, **_
-):
+def run_bench(dtype, tokens, hidden, **options):
     data = prepare_data(dtype, tokens, hidden)
     x, gamma, beta = data["x"], data["gamma"], data["beta"]
     out = torch.empty_like(x)
@@ -143,11 +141,7 @@ def run_bench(
     return testing.bench(
         lambda: run(x, gamma, beta, out, EPS),
         {"flashinfer": build_flashinfer, "torch": build_torch},
-        warmup=warmup,
-        repeat=repeat,
-        timer=timer,
-        rounds=rounds,
-        cooldown_s=cooldown_s,
+        **options,
     )
 
 

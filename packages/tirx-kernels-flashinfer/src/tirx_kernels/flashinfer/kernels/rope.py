@@ -290,13 +290,7 @@ def run_bench(
     pos_dtype="int32",
     rope_scale=1.0,
     rope_theta=1e4,
-    *,
-    warmup=None,
-    repeat=None,
-    timer=None,
-    rounds=1,
-    cooldown_s=1.0,
-    **_,
+    **options,
 ):
     q, k, pos = prepare_data(dtype, head_dim, num_q_heads, num_kv_heads, tokens, pos_dtype)
     hq, hk = num_q_heads, num_kv_heads
@@ -332,11 +326,7 @@ def run_bench(
     return bench(
         tirx,
         {"flashinfer": build_flashinfer, "torch": build_torch},
-        warmup=warmup,
-        repeat=repeat,
-        timer=timer,
-        rounds=rounds,
-        cooldown_s=cooldown_s,
+        **options,
     )
 
 
