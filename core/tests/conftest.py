@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 # split so this file carries one SPDX tag (its own), as the license audit and reuse require
-HEADER = "# SPDX-License-Identifier: Apache-2.0\n# SPDX-FileCopyrightText: Copyright TIRx authors\n"
+HEADER = (
+    "# SPDX-" + "License-Identifier: Apache-2.0\n# SPDX-FileCopyrightText: Copyright TIRx authors\n"
+)
 
 PLUGIN = """
 from pathlib import Path

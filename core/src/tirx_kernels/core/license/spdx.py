@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import re
 
-LICENSE_TAG = "SPDX-License-Identifier"
+LICENSE_TAG = "SPDX-" + "License-Identifier"  # split: this file has one tag, its own
 COPYRIGHT_TAG = "SPDX-FileCopyrightText"
 NATIVE_SPDX = "Apache-2.0"
 TIRX_HOLDER = "TIRx authors"  # LicensePolicy.copyright_holder's default
