@@ -11,15 +11,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
-from .cliargs import Parser, non_negative_float, positive_float, positive_int, unwritable
+from .cliargs import (
+    Parser,
+    add_config_option,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    report_internal_error,
+    unwritable,
+)
 from .impls import is_ours, ratio
 from .interrupts import StopSignals, raise_interrupt
 from .meta import MetaError
@@ -68,13 +74,7 @@ def _parser() -> argparse.ArgumentParser:
             required=name == "bench",
             help="a kernel (repeatable); default: all",
         )
-        c.add_argument(
-            "--config",
-            action="append",
-            dest="configs",
-            metavar="LABEL",
-            help="a config label (repeatable); default: every config",
-        )
+        add_config_option(c, "a config label (repeatable); default: every config")
         c.add_argument("--json", action="store_true", help="print results as JSON on stdout")
         c.add_argument(
             "--timeout",
@@ -128,12 +128,7 @@ def main(argv=None) -> int:
         note("tirx-run: interrupted")
         return 130
     except Exception as e:  # noqa: BLE001 - a bug must still be one line, not a traceback
-        note(
-            f"tirx-run: internal error: {type(e).__name__}: {e}; fix: report it with the "
-            "traceback that TIRX_KERNELS_DEBUG=1 prints"
-        )
-        if os.environ.get("TIRX_KERNELS_DEBUG"):
-            traceback.print_exc()
+        report_internal_error(lambda line: note(f"tirx-run: {line}"), e)
         return 1
     finally:
         for s, handler in previous.items():

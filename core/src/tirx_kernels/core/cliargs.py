@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import tempfile
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -24,6 +27,24 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         print(f"{self.prog}: error: {message}; see `{self.prog} --help`", file=sys.stderr)
         sys.exit(2)
+
+
+def report_internal_error(say: Callable[[str], None], e: BaseException) -> None:
+    """``say`` the one line a bug prints instead of a traceback; with TIRX_KERNELS_DEBUG=1
+    the traceback follows on stderr."""
+    say(
+        f"internal error: {type(e).__name__}: {e}; fix: report it with the traceback "
+        "that TIRX_KERNELS_DEBUG=1 prints"
+    )
+    if os.environ.get("TIRX_KERNELS_DEBUG"):
+        traceback.print_exc()
+
+
+def add_config_option(parser, help: str, **kwargs) -> None:
+    """``--config LABEL`` (repeatable) into ``configs``: the config labels to select."""
+    parser.add_argument(
+        "--config", action="append", dest="configs", metavar="LABEL", help=help, **kwargs
+    )
 
 
 def _number(text: str, convert, what: str, ok):

@@ -27,10 +27,12 @@ from pathlib import Path
 
 from ..cliargs import (
     Parser,
+    add_config_option,
     non_negative_float,
     non_negative_int,
     positive_float,
     positive_int,
+    report_internal_error,
     unwritable,
 )
 from ..impls import ratio
@@ -99,13 +101,8 @@ def _run_parser() -> argparse.ArgumentParser:
     sel = p.add_argument_group("selection (default: every default: true entry)")
     sel.add_argument("--kernel", action="append", default=[], help="repeatable")
     sel.add_argument("--family", action="append", default=[], help="repeatable")
-    sel.add_argument(
-        "--config",
-        action="append",
-        default=[],
-        dest="configs",
-        metavar="LABEL",
-        help="only these labels (repeatable; includes default: false entries)",
+    add_config_option(
+        sel, "only these labels (repeatable; includes default: false entries)", default=[]
     )
     sel.add_argument("--all", action="store_true", help="include default: false entries")
     sel.add_argument(
@@ -287,12 +284,7 @@ def main(argv=None, *, backend: Backend | None = None) -> int:
         )
         return EXIT_FAILED
     except Exception as e:  # noqa: BLE001 - a bug must still be one line, not a traceback
-        _err(
-            f"internal error: {type(e).__name__}: {e}; fix: report it with the traceback "
-            "that TIRX_KERNELS_DEBUG=1 prints"
-        )
-        if os.environ.get("TIRX_KERNELS_DEBUG"):
-            traceback.print_exc()
+        report_internal_error(_err, e)
         return EXIT_FAILED
     finally:
         for s, handler in previous.items():
