@@ -24,14 +24,7 @@ def rule_for(dist: Distribution, rel_to_package: str | None) -> FileRule:
     if rel_to_package is None:  # tests, tools: native, or a complete port header
         if policy.native:
             return FileRule("native", why=f"{label}: native distribution", holder=holder)
-        assert policy.upstream is not None  # not native
-        return FileRule(
-            "either",
-            join(NATIVE_SPDX, policy.upstream.spdx),
-            policy.upstream,
-            why=f"{label}: file outside the package",
-            holder=holder,
-        )
+        return _ported("either", dist, why=f"{label}: file outside the package")
     override = policy.overrides.get(rel_to_package)
     if override is not None:
         return FileRule(
@@ -47,12 +40,19 @@ def rule_for(dist: Distribution, rel_to_package: str | None) -> FileRule:
     if any(fnmatch.fnmatchcase(rel_to_package, pat) for pat in policy.native_files):
         return FileRule("native", why=f"{label}: listed in native_files", holder=holder)
     assert policy.upstream is not None  # not native
+    return _ported("port", dist, why=f"{label}: port of {policy.upstream.project}")
+
+
+def _ported(kind: str, dist: Distribution, why: str) -> FileRule:
+    """A ``kind`` rule of a ported distribution: native code joined with its upstream's."""
+    policy = dist.loaded_policy
+    assert policy.upstream is not None  # not native
     return FileRule(
-        "port",
+        kind,
         join(NATIVE_SPDX, policy.upstream.spdx),
         policy.upstream,
-        why=f"{label}: port of {policy.upstream.project}",
-        holder=holder,
+        why=why,
+        holder=policy.copyright_holder,
     )
 
 
