@@ -157,22 +157,8 @@ def load_workloads_file(path: Path, kernels: Mapping) -> list[Workload]:
             )
         else:
             _unknown_keys(f"{path}", data, ("workloads", "defaults"), problems)
-            defaults = _overrides(
-                f"{path}: defaults", data.get("defaults", {}), problems, only_overrides=True
-            )
-            items = data.get("workloads")
-            if not isinstance(items, list) or not items:
-                problems.append(
-                    f"{path}: `workloads` must be a non-empty list of "
-                    "{kernel: ..., config: ...} entries"
-                )
-                items = []
-            for i, item in enumerate(items):
-                where = f"{path}: workloads[{i}]"
-                w = _entry(where, item, defaults, kernels, None, problems, workloads_file=True)
-                if w is not None:
-                    entries.append(w)
-            _duplicates(entries, problems)
+            shape = "{kernel: ..., config: ...}"
+            entries = _entries(path, data, "workloads", shape, kernels, None, problems) or []
     if problems:
         raise ConfigError(problems)
     return entries
@@ -204,23 +190,37 @@ def _kernel_file(path, family, data, kernels, problems):
             f"{family!r}; fix: move the file to the kernel's own family"
         )
         return None
+    shape = "{config: <label>, default: true|false}"
+    entries = _entries(path, data, "configs", shape, kernels, name, problems)
+    return None if entries is None else (name, entries)
+
+
+def _entries(path, data, key, shape, kernels, kernel_name, problems) -> list[Workload] | None:
+    """The workloads of the ``key`` list of a file's mapping ``data`` (its ``defaults:``
+    applied to each), duplicates reported; None when ``key`` is not a non-empty list.
+    ``kernel_name`` is the kernel of a family's file, None for a ``workloads:`` file."""
     defaults = _overrides(
         f"{path}: defaults", data.get("defaults", {}), problems, only_overrides=True
     )
-    items = data.get("configs")
+    items = data.get(key)
     if not isinstance(items, list) or not items:
-        problems.append(
-            f"{path}: `configs` must be a non-empty list of "
-            "{config: <label>, default: true|false} entries"
-        )
+        problems.append(f"{path}: `{key}` must be a non-empty list of {shape} entries")
         return None
     entries = []
     for i, item in enumerate(items):
-        w = _entry(f"{path}: configs[{i}]", item, defaults, kernels, name, problems)
+        w = _entry(
+            f"{path}: {key}[{i}]",
+            item,
+            defaults,
+            kernels,
+            kernel_name,
+            problems,
+            workloads_file=kernel_name is None,
+        )
         if w is not None:
             entries.append(w)
     _duplicates(entries, problems)
-    return name, entries
+    return entries
 
 
 def _entry(where, item, defaults, kernels, kernel_name, problems, workloads_file=False):
