@@ -90,3 +90,14 @@ class Family:
                 )
         if not isinstance(self.license, LicensePolicy):
             raise TypeError(f"family {self.name!r}: license must be a LicensePolicy")
+
+    @classmethod
+    def native_apache(cls, name: str, package: str, description: str = "") -> Family:
+        """A family of native TIRx code under Apache-2.0 whose category is its name."""
+        return cls(
+            name=name,
+            category=name,
+            package=package,
+            license=LicensePolicy(expression="Apache-2.0"),
+            description=description,
+        )

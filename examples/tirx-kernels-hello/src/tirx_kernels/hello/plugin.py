@@ -8,15 +8,9 @@ convention (``tirx_kernels.core.registration``).
 
 from __future__ import annotations
 
-from tirx_kernels.core import Family, LicensePolicy, hookimpl
+from tirx_kernels.core import Family, hookimpl
 
 
 @hookimpl
 def tirx_kernels_family():
-    return Family(
-        name="hello",
-        category="hello",
-        package=__package__,
-        license=LicensePolicy(expression="Apache-2.0"),
-        description="Example family: an elementwise add",
-    )
+    return Family.native_apache("hello", __package__, "Example family: an elementwise add")

@@ -4,15 +4,9 @@
 
 from __future__ import annotations
 
-from tirx_kernels.core import Family, LicensePolicy, hookimpl
+from tirx_kernels.core import Family, hookimpl
 
 
 @hookimpl
 def tirx_kernels_family():
-    return Family(
-        name="basic",
-        category="basic",
-        package=__package__,
-        license=LicensePolicy(expression="Apache-2.0"),
-        description="Native TIRx kernels",
-    )
+    return Family.native_apache("basic", __package__, "Native TIRx kernels")
