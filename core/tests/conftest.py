@@ -182,6 +182,17 @@ esac
 
 
 @pytest.fixture
+def selftest_tree(tmp_path):
+    """The license audit's self-test repository (``license.selftest.build_tree``) at
+    ``tmp_path/repo``."""
+    from tirx_kernels.core.license import selftest
+
+    root = tmp_path / "repo"
+    selftest.build_tree(root)
+    return root
+
+
+@pytest.fixture
 def fake_nvidia_smi(tmp_path, monkeypatch):
     """An ``nvidia-smi`` reporting two H200 GPUs, first on PATH (children see it too)."""
     bin_dir = tmp_path / "fake-bin"
@@ -211,6 +222,30 @@ def wait_gone(pids, timeout: float = 15.0) -> list[int]:
             return []
         time.sleep(0.1)
     return [p for p in pids if alive(p)]
+
+
+def interrupt(p, how: str) -> None:
+    """Send ``how`` to the process ``p``: one ``SIGTERM`` or ``SIGHUP``, or, for
+    ``"SIGINT every 2 ms"``, 20 Ctrl-C in a row (the later ones land in the cleanup and in
+    the writing of the results)."""
+    import signal
+
+    if how == "SIGINT every 2 ms":
+        for _ in range(20):
+            p.send_signal(signal.SIGINT)
+            time.sleep(0.002)
+    else:
+        p.send_signal(getattr(signal, how))
+
+
+def kill_9_and_expect_the_worker_gone(p, worker: int) -> None:
+    """Kill -9 the runner ``p``: its worker ``worker`` must not outlive it."""
+    try:
+        p.kill()
+        p.wait()
+        assert wait_gone([worker]) == [], "the worker outlived its killed parent"
+    finally:
+        kill_leftovers([worker])
 
 
 def kill_leftovers(pids) -> None:

@@ -4,13 +4,19 @@
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 
 import pytest
-from conftest import HEADER, kernel_source, kill_leftovers, wait_gone
+from conftest import (
+    HEADER,
+    interrupt,
+    kernel_source,
+    kill_9_and_expect_the_worker_gone,
+    kill_leftovers,
+    wait_gone,
+)
 
 MODES = ["pass", "fail", "skip", "error", "crash", "hang"]
 CONFIGS = repr([{"label": m, "mode": m} for m in MODES])
@@ -171,54 +177,6 @@ def test_bench_options_reach_run_bench(fake_site):
     assert row["status"] == "SKIP" and "needs a sm_90a GPU" in row["detail"]
 
 
-def test_sigterm_kills_children_and_keeps_finished_results(modes_family):
-    import os
-    import signal
-    import time
-
-    args = [
-        "test",
-        "--kernel",
-        "alpha_kern",
-        "--config",
-        "pass",
-        "--config",
-        "hang",
-        "--json",
-        "-j",
-        "2",
-    ]
-    p = subprocess.Popen(
-        [sys.executable, "-m", "tirx_kernels.core.cli", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    hangs = []
-    while time.monotonic() < deadline:  # wait until only the hanging child is left
-        time.sleep(0.5)
-        hangs = subprocess.run(
-            ["pgrep", "-P", str(p.pid)],  # our children only
-            capture_output=True,
-            text=True,
-        ).stdout.split()
-        if len(hangs) == 1:
-            break
-    p.send_signal(signal.SIGTERM)
-    out, err = p.communicate(timeout=30)
-    assert p.returncode == 130, err
-    data = json.loads(out)
-    assert data["interrupted"] is True
-    assert [r["label"] for r in data["results"]] == ["pass"]
-    for pid in hangs:  # the hanging child went down with the run
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            continue
-        raise AssertionError(f"child {pid} survived SIGTERM of tirx-run")
-
-
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -304,18 +262,14 @@ def _peek_progress(p) -> str:
     return p.peeked
 
 
-@pytest.mark.parametrize("how", ["SIGHUP", "SIGINT every 2 ms"])
-def test_hangup_or_repeated_ctrl_c_kills_the_worker_and_keeps_results(modes_family, how):
-    """Rows 4 and 5 of issue #27: SIGHUP left the worker running with no timeout; a second
-    Ctrl-C a few ms after the first lost the results and orphaned the workers."""
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGHUP", "SIGINT every 2 ms"])
+def test_signal_kills_the_worker_and_keeps_results(modes_family, how):
+    """SIGTERM ends the run and its children, keeping the finished results. Rows 4 and 5 of
+    issue #27: SIGHUP left the worker running with no timeout; a second Ctrl-C a few ms after
+    the first lost the results and orphaned the workers."""
     p, worker = start_with_a_hanging_child()
     try:
-        if how == "SIGHUP":
-            p.send_signal(signal.SIGHUP)
-        else:  # repeated Ctrl-C: later ones land in the cleanup and in the output
-            for _ in range(20):
-                p.send_signal(signal.SIGINT)
-                time.sleep(0.002)
+        interrupt(p, how)
         out, err = p.communicate(timeout=30)
         assert p.returncode == 130, err
         data = json.loads(out)
@@ -330,12 +284,7 @@ def test_hangup_or_repeated_ctrl_c_kills_the_worker_and_keeps_results(modes_fami
 def test_kill_9_of_tirx_run_takes_the_worker_down(modes_family):
     """Row 4 of issue #27: a worker whose tirx-run died (kill -9) ran on, no timeout."""
     p, worker = start_with_a_hanging_child()
-    try:
-        p.kill()
-        p.wait()
-        assert wait_gone([worker]) == [], "the worker outlived its killed parent"
-    finally:
-        kill_leftovers([worker])
+    kill_9_and_expect_the_worker_gone(p, worker)
 
 
 def run_with_closed_stdout(*args):

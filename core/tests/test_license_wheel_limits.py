@@ -8,8 +8,6 @@ import sys
 import tracemalloc
 import zipfile
 
-import pytest
-
 from tirx_kernels.core.license import selftest as st
 from tirx_kernels.core.license.discover import Repo, walk
 from tirx_kernels.core.license.wheel import MAX_MEMBER_BYTES, audit_wheel
@@ -17,21 +15,14 @@ from tirx_kernels.core.license.wheel import MAX_MEMBER_BYTES, audit_wheel
 HUGE = "tirx_kernels/demo/huge.py"
 
 
-@pytest.fixture
-def tree(tmp_path):
-    root = tmp_path / "repo"
-    st.build_tree(root)
-    return root
-
-
-def _wheel(tree, tmp_path):
+def _wheel(selftest_tree, tmp_path):
     out = tmp_path / "dist"
     out.mkdir(exist_ok=True)
-    return st.build_wheel(tree, out)
+    return st.build_wheel(selftest_tree, out)
 
 
-def test_a_member_over_the_bound_is_a_finding_and_is_not_read(tree, tmp_path):
-    wheel = _wheel(tree, tmp_path)
+def test_a_member_over_the_bound_is_a_finding_and_is_not_read(selftest_tree, tmp_path):
+    wheel = _wheel(selftest_tree, tmp_path)
     size = 4 * MAX_MEMBER_BYTES
     with zipfile.ZipFile(wheel, "a", zipfile.ZIP_DEFLATED) as zf:
         with zf.open(HUGE, "w", force_zip64=True) as f:  # zeros: tiny on disk
@@ -40,7 +31,9 @@ def test_a_member_over_the_bound_is_a_finding_and_is_not_read(tree, tmp_path):
                 f.write(chunk)
     tracemalloc.start()
     try:
-        found = audit_wheel(wheel, st.distributions(tree), Repo(tree, walk(tree)))
+        found = audit_wheel(
+            wheel, st.distributions(selftest_tree), Repo(selftest_tree, walk(selftest_tree))
+        )
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -63,8 +56,8 @@ def _corrupt(wheel, member):
     wheel.write_bytes(bytes(data))
 
 
-def _deflated_wheel(tree, tmp_path):
-    plain = _wheel(tree, tmp_path)
+def _deflated_wheel(selftest_tree, tmp_path):
+    plain = _wheel(selftest_tree, tmp_path)
     wheel = tmp_path / "dist" / ("z" + plain.name)
     with zipfile.ZipFile(plain) as src, zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
         for item in src.namelist():
@@ -72,17 +65,19 @@ def _deflated_wheel(tree, tmp_path):
     return wheel
 
 
-def test_a_corrupt_member_is_a_finding_naming_wheel_and_member(tree, tmp_path):
-    wheel = _deflated_wheel(tree, tmp_path)
+def test_a_corrupt_member_is_a_finding_naming_wheel_and_member(selftest_tree, tmp_path):
+    wheel = _deflated_wheel(selftest_tree, tmp_path)
     _corrupt(wheel, "tirx_kernels/demo/gemm.py")
-    found = audit_wheel(wheel, st.distributions(tree), Repo(tree, walk(tree)))
+    found = audit_wheel(
+        wheel, st.distributions(selftest_tree), Repo(selftest_tree, walk(selftest_tree))
+    )
     [f] = [f for f in found if f.rule == "wheel-corrupt"]
     assert f.path == f"{wheel.name}!tirx_kernels/demo/gemm.py"
     assert "\n" not in str(f)
 
 
-def test_cli_on_a_corrupt_wheel_prints_one_line_and_no_traceback(tree, tmp_path):
-    wheel = _deflated_wheel(tree, tmp_path)
+def test_cli_on_a_corrupt_wheel_prints_one_line_and_no_traceback(selftest_tree, tmp_path):
+    wheel = _deflated_wheel(selftest_tree, tmp_path)
     _corrupt(wheel, "tirx_kernels_demo-0.1.0.dist-info/METADATA")
     proc = subprocess.run(
         [sys.executable, "-m", "tirx_kernels.core.license", "audit", "--wheel", str(wheel)],

@@ -4,14 +4,21 @@
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import HEADER, PLUGIN, kernel_source, kill_leftovers, wait_gone
+from conftest import (
+    HEADER,
+    PLUGIN,
+    interrupt,
+    kernel_source,
+    kill_9_and_expect_the_worker_gone,
+    kill_leftovers,
+    wait_gone,
+)
 from test_suite_support import FakeBackend, FakeKernel, FakeRegistry, fake_gpus, write_yaml
 
 from tirx_kernels.core.suite import cli, results
@@ -547,12 +554,7 @@ def test_suite_hangup_or_repeated_ctrl_c_kills_the_worker_and_writes_the_run(
     """Rows 4 and 5 of issue #27 for tirx-suite."""
     p, worker, out = start_suite_with_a_hanging_child(tmp_path)
     try:
-        if how == "SIGHUP":
-            p.send_signal(signal.SIGHUP)
-        else:  # repeated Ctrl-C: later ones land in the cleanup and in the writing
-            for _ in range(20):
-                p.send_signal(signal.SIGINT)
-                time.sleep(0.002)
+        interrupt(p, how)
         _, err = p.communicate(timeout=60)
         assert p.returncode == 130, err
         doc = json.loads(next((out / "runs").glob("*.json")).read_text())
@@ -568,12 +570,7 @@ def test_suite_hangup_or_repeated_ctrl_c_kills_the_worker_and_writes_the_run(
 def test_kill_9_of_the_suite_takes_the_worker_down(tmp_path, child_family, fake_nvidia_smi):
     """Row 4 of issue #27: a worker whose suite died (kill -9) ran on, with no timeout."""
     p, worker, _ = start_suite_with_a_hanging_child(tmp_path)
-    try:
-        p.kill()
-        p.wait()
-        assert wait_gone([worker]) == [], "the worker outlived its killed parent"
-    finally:
-        kill_leftovers([worker])
+    kill_9_and_expect_the_worker_gone(p, worker)
 
 
 @pytest.mark.parametrize("option", ["--out-dir", "--cache-dir"])
