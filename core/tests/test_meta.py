@@ -84,37 +84,30 @@ def test_configs_from_comprehensions_over_literals(tmp_path):
     assert info.bench_configs == info.configs[:1]
 
 
-def test_meta_must_be_a_literal(tmp_path):
-    src = tmp_path / "k.py"
-    src.write_text("NAME = 'k'\nKERNEL_META = {'name': NAME}\nCONFIGS = []\n")
-    with pytest.raises(MetaError, match="plain literal"):
-        read_module_info(src)
-
-
-def test_configs_calling_code_are_not_evaluated(tmp_path):
-    src = tmp_path / "k.py"
-    src.write_text(
-        "KERNEL_META = {'name': 'k'}\nCONFIGS = [{'label': str(__import__('os').getpid())}]\n"
-    )
-    with pytest.raises(MetaError, match="CONFIGS is not statically evaluable.*line 2: calls"):
-        read_module_info(src)
-
-
-def test_configs_naming_an_imported_value_say_which(tmp_path):
-    src = tmp_path / "k.py"
-    src.write_text(
+UNREADABLE = {
+    "meta-not-a-literal": (
+        "NAME = 'k'\nKERNEL_META = {'name': NAME}\nCONFIGS = []\n",
+        "plain literal",
+    ),
+    "configs-calling-code-are-not-evaluated": (
+        "KERNEL_META = {'name': 'k'}\nCONFIGS = [{'label': str(__import__('os').getpid())}]\n",
+        "CONFIGS is not statically evaluable.*line 2: calls",
+    ),
+    "configs-naming-an-imported-value-say-which": (
         "from x import SIZES\n"
         "KERNEL_META = {'name': 'k'}\n"
-        "CONFIGS = [{'label': str(s)} for s in SIZES]\n"
-    )
-    with pytest.raises(MetaError, match="name 'SIZES' is not defined"):
-        read_module_info(src)
+        "CONFIGS = [{'label': str(s)} for s in SIZES]\n",
+        "name 'SIZES' is not defined",
+    ),
+    "missing-meta": ("CONFIGS = []\n", "no module-level KERNEL_META"),
+}
 
 
-def test_missing_meta(tmp_path):
+@pytest.mark.parametrize("source, message", UNREADABLE.values(), ids=UNREADABLE.keys())
+def test_unreadable_modules_say_why(tmp_path, source, message):
     src = tmp_path / "k.py"
-    src.write_text("CONFIGS = []\n")
-    with pytest.raises(MetaError, match="no module-level KERNEL_META"):
+    src.write_text(source)
+    with pytest.raises(MetaError, match=message):
         read_module_info(src)
 
 
