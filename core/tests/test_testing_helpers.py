@@ -42,3 +42,10 @@ def test_randn_is_deterministic_and_uses_torch_dtype_names():
 def test_tolerances_are_copies():
     testing.dtype_tols("bfloat16")["rtol"] = 1.0
     assert testing.dtype_tols("bfloat16")["rtol"] < 1.0
+
+
+def test_assert_fullgraph_calls_fails_when_the_compiled_call_runs():
+    with pytest.raises(AssertionError, match="the compiled call ran"):
+        testing.assert_fullgraph_calls(
+            torch.ops.aten.add, lambda x: x + 1, torch.ones(2), refusal="never"
+        )

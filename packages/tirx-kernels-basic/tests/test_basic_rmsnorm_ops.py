@@ -15,6 +15,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from tirx_kernels.basic import norm, rmsnorm
 from tirx_kernels.basic.kernels import rmsnorm as rmsnorm_kernel
+from tirx_kernels.core import testing
 from tirx_kernels.core.ops import is_registered
 
 BF16 = torch.bfloat16
@@ -81,19 +82,14 @@ def test_the_fake_gives_metadata_without_running():
 
 
 def test_fullgraph_compile_traces_the_wrapper_into_one_graph_with_the_op():
-    graphs = []
-
-    def backend(gm, example_inputs):  # record Dynamo's graph, then run it as is
-        graphs.append(gm)
-        return gm
-
-    model = torch.compile(lambda x, w: rmsnorm(x * 2, w) + 1, fullgraph=True, backend=backend)
     _, x, w = _args()
-    with pytest.raises(ValueError, match="input must be a CUDA tensor"):  # the op ran on CPU
-        model(x, w)
-    ops = [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
-    packet = torch.ops.tirx_kernels.basic_rmsnorm  # Dynamo records the packet or its overload
-    assert packet in ops or packet.default in ops
+    testing.assert_fullgraph_calls(
+        torch.ops.tirx_kernels.basic_rmsnorm,
+        lambda x, w: rmsnorm(x * 2, w) + 1,
+        x,
+        w,
+        refusal="input must be a CUDA tensor",  # the op ran on CPU
+    )
 
 
 # ---- GPU ------------------------------------------------------------------------------
@@ -156,17 +152,8 @@ def test_opcheck():
 def test_cuda_graph_capture_and_replay():
     x, w = _data(64, 4096, BF16)
     out = torch.empty_like(x)
-    rmsnorm(x, w, out=out)  # compile and load outside the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        rmsnorm(x, w, out=out)
     x2, _ = _data(64, 4096, BF16, seed=1)
-    x.copy_(x2)
-    out.fill_(float("nan"))
-    graph.replay()
-    torch.cuda.synchronize()
-    _check(out, x2, w)
+    _check(testing.replayed(lambda: rmsnorm(x, w, out=out), out, (x, x2)), x2, w)
 
 
 @needs_sm90

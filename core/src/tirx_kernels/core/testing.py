@@ -93,6 +93,53 @@ def assert_close(
     return float(err.max()) if err.numel() else 0.0
 
 
+def replayed(
+    call: Callable[[], Any], out: torch.Tensor, *updates: tuple[torch.Tensor, torch.Tensor]
+) -> torch.Tensor:
+    """Capture ``call`` (which writes ``out``) in a CUDA graph, after one run outside the
+    capture (compiling and loading happen there); then copy each ``(input, new value)`` of
+    ``updates`` in place, fill ``out`` with NaN and replay: ``out``, as the replay wrote it."""
+    call()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    for tensor, value in updates:
+        tensor.copy_(value)
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    return out
+
+
+def assert_fullgraph_calls(op: Any, fn: Callable[..., Any], *args: Any, refusal: str) -> None:
+    """``torch.compile(fn, fullgraph=True)`` traces ``fn`` into one graph (a graph break
+    raises) that calls the custom op ``op`` (Dynamo records the packet or its overload).
+
+    ``args`` are CPU tensors: the compiled call must then raise the op's own ValueError
+    matching the regex ``refusal``, which shows that the graph ran the op, not a fallback.
+    """
+    import re
+
+    graphs = []
+
+    def backend(gm, example_inputs):  # record Dynamo's graph, then run it as is
+        graphs.append(gm)
+        return gm
+
+    model = torch.compile(fn, fullgraph=True, backend=backend)
+    try:
+        model(*args)
+    except ValueError as e:
+        if not re.search(refusal, str(e)):
+            raise AssertionError(f"expected a ValueError matching {refusal!r}, got {e}") from e
+    else:
+        raise AssertionError(f"the compiled call ran; expected a ValueError matching {refusal!r}")
+    ops = [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
+    if op not in ops and op.default not in ops:
+        raise AssertionError(f"{op} is not in the graph: {ops}")
+
+
 def bench(
     ours: Callable[[], Any],
     references: Mapping[str, Callable[[], Callable[[], Any]]],
