@@ -65,9 +65,8 @@ def _check(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor) -> str:
             "with torch.empty_like(input)"
         )
     device = input.get_device()
-    check_memory(fn, "input", input, device)
-    check_memory(fn, "weight", weight, device)
-    check_memory(fn, "out", out, device)
+    for name, tensor in (("input", input), ("weight", weight), ("out", out)):
+        check_memory(fn, name, tensor, device)
     return dtype
 
 

@@ -28,20 +28,23 @@ KERNEL_META = {
 
 PUBLIC_OPS = ("basic_rmsnorm",)
 
+_SHORT = {"bfloat16": "bf16", "float16": "fp16"}
+
+# (dtype, batch, hiddens): ragged hiddens, a row count not a multiple of the CTA rows, one row
+_CONFIG_ROWS = [
+    ("bfloat16", 4113, [128, 1000, 4096, 5120]),
+    ("bfloat16", 7, [2048]),
+    ("bfloat16", 1, [4096, 16384]),
+    ("bfloat16", 4096, [8192]),
+    ("float16", 4113, [128, 8192, 16384]),
+    ("float16", 1, [4096]),
+    ("float16", 4096, [5120]),
+]
+
 CONFIGS = [
-    {"label": "bf16_t4113_h128", "dtype": "bfloat16", "batch": 4113, "hidden": 128},
-    {"label": "bf16_t4113_h1000", "dtype": "bfloat16", "batch": 4113, "hidden": 1000},
-    {"label": "bf16_t7_h2048", "dtype": "bfloat16", "batch": 7, "hidden": 2048},
-    {"label": "bf16_t1_h4096", "dtype": "bfloat16", "batch": 1, "hidden": 4096},
-    {"label": "bf16_t4113_h4096", "dtype": "bfloat16", "batch": 4113, "hidden": 4096},
-    {"label": "bf16_t4113_h5120", "dtype": "bfloat16", "batch": 4113, "hidden": 5120},
-    {"label": "bf16_t4096_h8192", "dtype": "bfloat16", "batch": 4096, "hidden": 8192},
-    {"label": "bf16_t1_h16384", "dtype": "bfloat16", "batch": 1, "hidden": 16384},
-    {"label": "fp16_t4113_h128", "dtype": "float16", "batch": 4113, "hidden": 128},
-    {"label": "fp16_t1_h4096", "dtype": "float16", "batch": 1, "hidden": 4096},
-    {"label": "fp16_t4096_h5120", "dtype": "float16", "batch": 4096, "hidden": 5120},
-    {"label": "fp16_t4113_h8192", "dtype": "float16", "batch": 4113, "hidden": 8192},
-    {"label": "fp16_t4113_h16384", "dtype": "float16", "batch": 4113, "hidden": 16384},
+    {"label": f"{_SHORT[d]}_t{b}_h{h}", "dtype": d, "batch": b, "hidden": h}
+    for d, b, hiddens in _CONFIG_ROWS
+    for h in hiddens
 ]
 
 _BENCH_BATCHES = [1, 16, 128, 4113, 16384]
@@ -103,19 +106,7 @@ def run_test(batch, hidden, dtype="bfloat16", eps=1e-6, **_):
         testing.assert_close("rmsnorm vs flashinfer", y, want, **tolerance(dtype))
 
 
-def run_bench(
-    batch,
-    hidden,
-    dtype="bfloat16",
-    eps=1e-6,
-    *,
-    warmup=None,
-    repeat=None,
-    timer=None,
-    rounds=1,
-    cooldown_s=1.0,
-    **_,
-):
+def run_bench(batch, hidden, dtype="bfloat16", eps=1e-6, **options):
     """Kernel time (us) of ours, torch ``F.rms_norm`` and FlashInfer.
 
     Without FlashInfer installed, its builder's ImportError makes the bench report that
@@ -135,15 +126,7 @@ def run_bench(
         return lambda: flashinfer.norm.rmsnorm(x, w, eps, out=out)
 
     references = {"torch": build_torch, "flashinfer": build_flashinfer}
-    return testing.bench(
-        lambda: launch(x, w, y),
-        references,
-        warmup=warmup,
-        repeat=repeat,
-        timer=timer,
-        rounds=rounds,
-        cooldown_s=cooldown_s,
-    )
+    return testing.bench(lambda: launch(x, w, y), references, **options)
 
 
 def public_calls(batch):
