@@ -63,47 +63,24 @@ def tma_load_tile(dst, src, mbar, coords, mode, elem_bytes=2, cta_mask=None):
     rows, cols = int(dst.shape[0]), int(dst.shape[1])
     step = Swizzle(mode).atom_cols(elem_bytes)
     for j in range(cols // step):
-        if cta_mask is None:
-            _tma_box(dst, src, mbar, coords[0], coords[1] + j * step, j * step, rows, step, mode)
-        else:
-            _tma_box_multicast(
-                dst,
-                src,
-                mbar,
-                coords[0],
-                coords[1] + j * step,
-                j * step,
-                rows,
-                step,
-                mode,
-                cta_mask,
-            )
+        _tma_box(
+            dst, src, mbar, coords[0], coords[1] + j * step, j * step, rows, step, mode, cta_mask
+        )
 
 
-@T.inline
-def _tma_box(dst, src, mbar, row, col, c0, rows, width, mode):
+def _tma_box(dst, src, mbar, row, col, c0, rows, width, mode, cta_mask):
+    """One TMA box of ``rows`` x ``width`` into ``dst[:, c0:c0 + width]`` from global ``src``
+    at (row, col); with ``cta_mask``, multicast to every CTA of the cluster in the mask."""
+    multicast = {} if cta_mask is None else {"cta_mask": cta_mask}
     T.cuda.tile.apply(
-        T.ptx[TMA_LOAD_2D],
+        T.ptx[TMA_LOAD_2D if cta_mask is None else TMA_LOAD_2D_MULTICAST],
         dst[0:rows, c0 : c0 + width],
         src[0 : src.shape[0], 0 : src.shape[1]],
         mbar=mbar,
         box=(rows, width),
         coords=(row, col),
         swizzle=int(mode),
-    )
-
-
-@T.inline
-def _tma_box_multicast(dst, src, mbar, row, col, c0, rows, width, mode, cta_mask):
-    T.cuda.tile.apply(
-        T.ptx[TMA_LOAD_2D_MULTICAST],
-        dst[0:rows, c0 : c0 + width],
-        src[0 : src.shape[0], 0 : src.shape[1]],
-        mbar=mbar,
-        box=(rows, width),
-        coords=(row, col),
-        swizzle=int(mode),
-        cta_mask=cta_mask,
+        **multicast,
     )
 
 
