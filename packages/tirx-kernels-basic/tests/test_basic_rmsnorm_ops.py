@@ -19,10 +19,7 @@ from tirx_kernels.core import testing
 from tirx_kernels.core.ops import is_registered
 
 BF16 = torch.bfloat16
-needs_sm90 = pytest.mark.skipif(
-    not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-    reason="needs an sm_90a GPU",
-)
+needs_sm90 = testing.needs_gpu(rmsnorm_kernel.KERNEL_META)
 
 
 def test_the_op_is_registered_and_named_by_the_kernel_module():

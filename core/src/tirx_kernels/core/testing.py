@@ -64,6 +64,20 @@ def skip_unless_gpu(meta: Mapping[str, Any]) -> None:
         raise unittest.SkipTest(f"needs a GPU of arch {'/'.join(meta['archs'])}, found {arch}")
 
 
+def needs_gpu(meta: Mapping[str, Any]) -> Any:
+    """The pytest mark of :func:`skip_unless_gpu`: skip a test unless the visible GPU is one
+    of the kernel's archs (``@needs_gpu(KERNEL_META)`` over a GPU test of the op)."""
+    import pytest
+
+    from . import toolchain
+
+    arch = toolchain.gpu_arch()
+    return pytest.mark.skipif(
+        arch not in meta["archs"],
+        reason=f"needs a GPU of arch {'/'.join(meta['archs'])}, found {arch}",
+    )
+
+
 def available(module: str) -> bool:
     """Whether an optional reference package imports here (e.g. ``flashinfer.norm``)."""
     try:
