@@ -49,3 +49,11 @@ def test_assert_fullgraph_calls_fails_when_the_compiled_call_runs():
         testing.assert_fullgraph_calls(
             torch.ops.aten.add, lambda x: x + 1, torch.ones(2), refusal="never"
         )
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_misaligned_like_keeps_shape_and_dtype_off_16_bytes(dtype):
+    t = torch.zeros(3, 8, dtype=dtype)
+    m = testing.misaligned_like(t)
+    assert (m.shape, m.dtype, m.device) == (t.shape, t.dtype, t.device)
+    assert m.is_contiguous() and m.data_ptr() % 16 == t.element_size()

@@ -131,9 +131,8 @@ def test_empty_batch_and_bad_memory_on_gpu():
     x, w = _data(8, 4096, BF16)
     with pytest.raises(ValueError, match="input must be contiguous"):
         rmsnorm(x[::2], w)
-    flat = torch.empty(8 * 4096 + 8, dtype=BF16, device="cuda")
     with pytest.raises(ValueError, match="input must be 16-byte aligned"):
-        rmsnorm(flat[1 : 1 + 8 * 4096].view(8, 4096), w)
+        rmsnorm(testing.misaligned_like(x), w)
     with pytest.raises(ValueError, match="weight must be a CUDA tensor"):
         rmsnorm(x, w.cpu())
 

@@ -126,6 +126,13 @@ def replayed(
     return out
 
 
+def misaligned_like(t: torch.Tensor) -> torch.Tensor:
+    """An uninitialized tensor of ``t``'s shape, dtype and device whose data starts one
+    element past a 16-byte boundary (for the ops' alignment checks)."""
+    flat = torch.empty(t.numel() + 8, dtype=t.dtype, device=t.device)
+    return flat[1 : 1 + t.numel()].view(t.shape)
+
+
 def assert_fullgraph_calls(op: Any, fn: Callable[..., Any], *args: Any, refusal: str) -> None:
     """``torch.compile(fn, fullgraph=True)`` traces ``fn`` into one graph (a graph break
     raises) that calls the custom op ``op`` (Dynamo records the packet or its overload).
