@@ -12,7 +12,10 @@ from __future__ import annotations
 import importlib
 
 # public name -> the op module (of this package) that defines it
-_PUBLIC: dict[str, str] = {}
+_PUBLIC = {
+    "flash_mla_with_kvcache": "decode",
+    "get_mla_metadata": "decode",
+}
 
 __all__ = sorted(_PUBLIC)
 
