@@ -1,0 +1,347 @@
+# This file is a TIRx port of code from FlashMLA
+# (https://github.com/deepseek-ai/FlashMLA @ 9241ae3ef9bac614dd25e45e507e089f888280e0),
+# Copyright (c) 2025 DeepSeek.
+# SPDX-License-Identifier: Apache-2.0 AND MIT
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The sm_90a kernels of dense MLA decode: split-KV attention and the split combine.
+
+Port of FlashMLA's dense decode (``csrc/sm90/decode/dense/splitkv_mla.cuh``, ``traits.h``)
+and its combine (``csrc/smxx/decode/combine/combine.cu``), re-expressed in TIRx with a
+simpler schedule (docs/mla_decode.md).
+
+``make_decode`` -- one CTA per (scheduler part ``p``, 64-row tile ``mt`` of the
+``R = s_q * h_q`` query rows of a request), 256 threads = 2 warpgroups. Part ``p`` walks the
+requests and 64-token blocks that ``META[p]`` assigns to it (FlashMLA's tile-scheduler
+metadata, :mod:`._mla_decode_schedule`); for each request it loads the 64 x 576 Q tile and
+the KV pages through the block table with 16-byte ``cp.async`` into 128B-swizzled shared
+tiles (two KV stages: the next page loads while the current one is computed; rows past
+``cache_seqlens`` are zero-filled, never read). Both
+warpgroups compute the same ``S = Q K^T`` (64 x 64, ``wgmma m64n64k16``, 36 k-steps over
+d = 576, both operands K-major), mask tokens past ``cache_seqlens`` (and the causal
+diagonal), run the online softmax in fp32 registers (log2 domain, quad shuffles), and each
+accumulates half of ``O = P V`` (64 x 256 fp32 per warpgroup) with ``wgmma m64n256k16`` whose
+A (P, bf16/fp16) comes from registers and whose B is the same shared K tile read
+MN-major (V = K[:, :512]: the transpose bit, LBO = 8 KiB between 64-column atoms,
+SBO = 1 KiB between 8-token groups). Each (request, split) writes ``O / l`` in fp32 and
+``lse = ln(sum exp)`` of its rows to ``OACC[split]`` / ``LACC[split]``.
+
+``make_combine`` -- one CTA of 128 threads per (request, query row): merges the request's
+splits ``NSPL[b] .. NSPL[b + 1]`` with log-sum-exp weights into ``out`` and ``lse``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from tirx_kernels.core.sm90 import dsl
+from tirx_kernels.core.sm90.layouts import Swizzle
+from tirx_kernels.core.sm90.wgmma import kmajor_descriptor_base, kstep_offset, matrix_descriptor
+from tirx_kernels.core.toolchain import T
+
+D_QK, D_V, PAGE = 576, 512, 64
+BM = 64  # query rows per CTA (one wgmma M)
+THREADS = 256
+TILE_BYTES = BM * D_QK * 2  # one 64 x 576 16-bit tile (Q, or one KV page)
+STAGES = 2
+SMEM = TILE_BYTES * (1 + STAGES)
+CHUNKS = D_QK * 2 // 16  # 16-byte chunks per row (72)
+LOADS = BM * CHUNKS // THREADS  # cp.async per thread per tile (18)
+META_INTS = 8
+DTYPES = ("bfloat16", "float16")
+_AB = {"bfloat16": "bf16", "float16": "f16"}
+_CVT = {"bfloat16": "bf16x2", "float16": "f16x2"}
+LOG2E = math.log2(math.e)
+LN2 = math.log(2.0)
+
+# Descriptors (128B swizzle, the tile format of tirx_kernels.core.sm90.layouts: nine 64-column
+# atom blocks of 64 rows x 128 B, 8 KiB each).
+_MODE = Swizzle.B128
+_DESC_K = kmajor_descriptor_base(_MODE, BM)  # Q (A) and K (B) of S = Q K^T, K-major
+_S_STEPS = [kstep_offset(k, rows=BM, elem_bytes=2, mode=_MODE) for k in range(D_QK // 16)]
+# V (B of O = P V) read MN-major from the K tile: N atoms (64 dims) 8 KiB apart (LBO),
+# 8-token K groups 1 KiB apart (SBO); a k16 step is 16 tokens = 2 KiB.
+_DESC_V = matrix_descriptor(0, BM * 128, 1024, _MODE)
+_V_HALF = 4 * BM * 128  # byte offset of dims 256..511 (four atom blocks)
+
+
+def check_static(dtype, h_q, s_q):
+    if dtype not in DTYPES:
+        raise ValueError(f"flash_mla: dtype must be one of {list(DTYPES)}, got {dtype!r}")
+    if not (isinstance(h_q, int) and h_q >= 1 and isinstance(s_q, int) and s_q >= 1):
+        raise ValueError(f"flash_mla: h_q and s_q must be positive ints, got {h_q!r}, {s_q!r}")
+
+
+@functools.cache
+def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
+    """Split-KV decode PrimFunc for one (dtype, h_q, s_q, causal); batch, page count, table
+    width, scheduler parts and split count are dynamic; the softmax scale is an argument."""
+    check_static(dtype, h_q, s_q)
+    R = s_q * h_q
+    mtiles = -(-R // BM)
+    causal = bool(causal) and s_q > 1
+    ab = _AB[dtype]
+    cvt = getattr(T.ptx.cvt.rn, _CVT[dtype]).f32
+    mma_s = getattr(getattr(T.ptx.wgmma.mma_async.sync.aligned.m64n64k16.f32, ab), ab)
+    mma_o = getattr(getattr(T.ptx.wgmma.mma_async.sync.aligned.m64n256k16.f32, ab), ab)
+    B = T.dynamic("B")
+    B1 = T.dynamic("B1")
+    NT = T.dynamic("NT", "int64")
+    MAXB = T.dynamic("MAXB")
+    P = T.dynamic("P")
+    TOT = T.dynamic("TOT")
+    f32 = "float32"
+
+    @T.function
+    def mla_decode(
+        Q: T.Tensor((B, R, D_QK), dtype, align=16),
+        KC: T.Tensor((NT, D_QK), dtype, align=16),
+        BT: T.Tensor((B, MAXB), "int32"),
+        SEQ: T.Tensor((B,), "int32"),
+        META: T.Tensor((P, META_INTS), "int32"),
+        NSPL: T.Tensor((B1,), "int32"),
+        OACC: T.Tensor((TOT, R, D_V), f32),
+        LACC: T.Tensor((TOT, R), f32),
+        scale_log2: T.float32,
+    ):
+        T.func_attr({"tirx.noalias": True})
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=(P, mtiles), block=THREADS, dynamic_smem_bytes=SMEM),
+            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
+        )
+        tid = T.cuda.thread_idx("x")
+        wg = tid // 128
+        t = tid % 128
+        lane = tid % 32
+        part = T.cuda.block_idx("x")
+        mt = T.cuda.block_idx("y")
+        arena = T.alloc_shared((SMEM // 2,), dtype, scope="shared.dyn", align=1024)
+        base = dsl.smem_addr(arena)
+        acc_s = T.alloc_local((BM // 2,), f32)
+        acc_o = T.alloc_local((128,), f32)
+        pa = T.alloc_local((BM // 4,), "uint32")
+        m = T.alloc_local((2,), f32)
+        lsum = T.alloc_local((2,), f32)
+        corr = T.alloc_local((2,), f32)
+        lim = T.alloc_local((2,), "int32")
+        # this thread's two accumulator rows (acc_coord): r0 and r0 + 8 of the CTA's 64
+        r0 = 16 * (t // 32) + lane // 4
+        c0 = 2 * (lane % 4)
+        begin_req = META[part, 0]
+        end_req = META[part, 1]
+        for req in T.serial(begin_req, end_req + 1):
+            seqlen = SEQ[req]
+            nblk = (seqlen + PAGE - 1) // PAGE
+            lo = T.if_then_else(req == begin_req, META[part, 2], 0)
+            hi = T.if_then_else(req == end_req, META[part, 3], nblk)
+            split = NSPL[req] + T.if_then_else(req == begin_req, META[part, 4], 0)
+            for h in T.unroll(2):
+                m[h] = T.float32(-math.inf)
+                lsum[h] = T.float32(0)
+                row = T.min(mt * BM + r0 + 8 * h, R - 1)
+                if T.constexpr(causal):
+                    lim[h] = seqlen - s_q + 1 + row // h_q
+                else:
+                    lim[h] = seqlen
+            for i in T.unroll(128):
+                acc_o[i] = T.float32(0)
+            T.cuda.cta_sync()  # the previous request's wgmmas no longer read shared memory
+            if lo < hi:
+                _load_q(Q, req, mt, base, tid, R)
+                _load_page(KC, BT, req, lo, seqlen, base + T.uint32(TILE_BYTES), tid)
+                T.ptx.cp.async_.commit_group()
+            for blk in T.serial(lo, hi):
+                stage = (blk - lo) % STAGES
+                T.ptx["cp.async.wait_group"](0)
+                T.ptx.fence.proxy.async_.shared__cta()  # cp.async writes -> wgmma reads
+                T.cuda.cta_sync()
+                if blk + 1 < hi:
+                    nxt = base + T.cast(TILE_BYTES * (1 + (1 - stage)), "uint32")
+                    _load_page(KC, BT, req, blk + 1, seqlen, nxt, tid)
+                    T.ptx.cp.async_.commit_group()
+                kaddr = base + T.cast(TILE_BYTES * (1 + stage), "uint32")
+                # S = Q K^T (64 x 64), both warpgroups
+                dq = dsl.descriptor(_DESC_K, base)
+                dk = dsl.descriptor(_DESC_K, kaddr)
+                dsl.wgmma_fence()
+                _qk(mma_s, acc_s, dq, dk)
+                dsl.wgmma_commit()
+                dsl.wgmma_wait(0)
+                # mask, online softmax (log2 domain)
+                for h in T.unroll(2):
+                    for j in T.unroll(BM // 8):
+                        for e in T.unroll(2):
+                            i = 4 * j + 2 * h + e
+                            tok = blk * PAGE + 8 * j + c0 + e
+                            acc_s[i] = T.if_then_else(
+                                tok < lim[h], acc_s[i] * scale_log2, T.float32(-math.inf)
+                            )
+                for h in T.unroll(2):
+                    mx = T.local_scalar(f32)
+                    mx = m[h]
+                    for j in T.unroll(BM // 8):
+                        for e in T.unroll(2):
+                            mx = T.max(mx, acc_s[4 * j + 2 * h + e])
+                    mx = T.cuda.warp_max(mx, 4)
+                    # a row with nothing valid yet keeps exp2 finite: subtract 0 instead of -inf
+                    safe = T.if_then_else(mx == T.float32(-math.inf), T.float32(0), mx)
+                    corr[h] = T.exp2(m[h] - safe)
+                    m[h] = mx
+                    rs = T.local_scalar(f32)
+                    rs = T.float32(0)
+                    for j in T.unroll(BM // 8):
+                        for e in T.unroll(2):
+                            acc_s[4 * j + 2 * h + e] = T.exp2(acc_s[4 * j + 2 * h + e] - safe)
+                            rs = rs + acc_s[4 * j + 2 * h + e]
+                    lsum[h] = lsum[h] * corr[h] + T.cuda.warp_sum(rs, 4)
+                for i in T.unroll(128):
+                    acc_o[i] = acc_o[i] * corr[(i // 2) % 2]
+                # P as the A fragments of 4 k16 steps: the accumulator layout (a_coord)
+                for q in T.unroll(BM // 4):
+                    cvt(pa[q], acc_s[2 * q + 1], acc_s[2 * q])
+                dv = dsl.descriptor(_DESC_V, kaddr + T.cast(wg * _V_HALF, "uint32"))
+                dsl.wgmma_fence()
+                _pv(mma_o, acc_o, pa, dv)
+                dsl.wgmma_commit()
+                dsl.wgmma_wait(0)
+            # epilogue: O / l and lse of this (request, split)
+            for h in T.unroll(2):
+                row = mt * BM + r0 + 8 * h
+                if row < R:
+                    empty = lsum[h] == T.float32(0)
+                    inv = T.if_then_else(empty, T.float32(0), T.float32(1) / lsum[h])
+                    for j in T.unroll(32):
+                        for e in T.unroll(2):
+                            OACC[split, row, wg * 256 + 8 * j + c0 + e] = (
+                                acc_o[4 * j + 2 * h + e] * inv
+                            )
+                    if wg == 0:
+                        if lane % 4 == 0:
+                            LACC[split, row] = T.if_then_else(
+                                empty,
+                                T.float32(-math.inf),
+                                m[h] * T.float32(LN2) + T.log(lsum[h]),
+                            )
+
+    return mla_decode
+
+
+def _qk(op, acc, dq, dk):
+    """acc (64 x 64) = Q K^T over d = 576: 36 k16 wgmmas, SS, both K-major (Python-unrolled)."""
+    for k in range(D_QK // 16):
+        _mma_ss(op, acc, dq + T.uint64(_S_STEPS[k] >> 4), dk + T.uint64(_S_STEPS[k] >> 4), k > 0)
+
+
+@T.inline
+def _mma_ss(op, acc, da, db, accumulate):
+    op(*[acc[i] for i in range(BM // 2)], da, db, T.ptx.pred(accumulate), 1, 1, 0, 0)
+
+
+def _pv(op, acc, pa, dv):
+    """acc (64 x 256) += P V: 4 k16 wgmmas, A = P from registers, B = V MN-major."""
+    for kk in range(BM // 16):
+        _mma_rs(op, acc, pa, 4 * kk, dv + T.uint64((kk * 16 * 128) >> 4))
+
+
+@T.inline
+def _mma_rs(op, acc, pa, q, db):
+    op(
+        *[acc[i] for i in range(128)],
+        pa[q],
+        pa[q + 1],
+        pa[q + 2],
+        pa[q + 3],
+        db,
+        T.ptx.pred(True),
+        1,
+        1,
+        1,
+    )
+
+
+def _swz(row, chunk):
+    """Byte offset of 16-byte chunk ``chunk`` (0..71) of row ``row`` in a 64-row tile."""
+    return (chunk // 8) * (BM * 128) + row * 128 + T.bitwise_xor(chunk % 8, row % 8) * 16
+
+
+@T.inline
+def _load_q(Q, req, mt, base, tid, R):
+    for it in T.unroll(LOADS):
+        idx = it * THREADS + tid
+        row = idx // CHUNKS
+        ch = idx % CHUNKS
+        src = T.min(mt * BM + row, R - 1)  # rows past R: any valid row (never stored)
+        T.ptx["cp.async.cg.shared.global"](
+            base + T.cast(_swz(row, ch), "uint32"), Q.ptr_to([req, src, ch * 8]), 16
+        )
+
+
+@T.inline
+def _load_page(KC, BT, req, blk, seqlen, dst, tid):
+    """Logical block ``blk`` of request ``req`` (page ``BT[req, blk]``); rows of tokens at or
+    past ``seqlen`` are zero-filled (src-size 0: never read), so stale or NaN cache contents
+    past the end cannot reach ``P V``."""
+    page = T.cast(BT[req, blk], "int64") * PAGE
+    for it in T.unroll(LOADS):
+        idx = it * THREADS + tid
+        row = idx // CHUNKS
+        ch = idx % CHUNKS
+        T.ptx["cp.async.cg.shared.global"](
+            dst + T.cast(_swz(row, ch), "uint32"),
+            KC.ptr_to([page + row, ch * 8]),
+            16,
+            T.if_then_else(blk * PAGE + row < seqlen, T.uint32(16), T.uint32(0)),
+        )
+
+
+@functools.cache
+def make_combine(dtype="bfloat16", h_q=128, s_q=1):
+    """Combine PrimFunc: out[b, r] = sum_i exp(lse_i - lse) O_i over the request's splits."""
+    check_static(dtype, h_q, s_q)
+    R = s_q * h_q
+    B = T.dynamic("B")
+    B1 = T.dynamic("B1")
+    TOT = T.dynamic("TOT")
+    f32 = "float32"
+    per = D_V // 128
+
+    @T.function
+    def mla_combine(
+        NSPL: T.Tensor((B1,), "int32"),
+        OACC: T.Tensor((TOT, R, D_V), f32),
+        LACC: T.Tensor((TOT, R), f32),
+        OUT: T.Tensor((B, R, D_V), dtype),
+        LSE: T.Tensor((B, R), f32),
+    ):
+        T.func_attr({"tirx.noalias": True})
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=(R, B), block=128))
+        tid = T.cuda.thread_idx("x")
+        r = T.cuda.block_idx("x")
+        b = T.cuda.block_idx("y")
+        first = NSPL[b]
+        last = NSPL[b + 1]
+        mx = T.local_scalar(f32)
+        mx = T.float32(-math.inf)
+        for s in T.serial(first, last):
+            mx = T.max(mx, LACC[s, r])
+        safe = T.if_then_else(mx == T.float32(-math.inf), T.float32(0), mx)
+        tot = T.local_scalar(f32)
+        tot = T.float32(0)
+        for s in T.serial(first, last):
+            tot = tot + T.exp(LACC[s, r] - safe)
+        empty = tot == T.float32(0)
+        lse = T.if_then_else(empty, T.float32(math.inf), safe + T.log(tot))
+        acc = T.alloc_local((per,), f32)
+        for v in T.unroll(per):
+            acc[v] = T.float32(0)
+        if not empty:
+            for s in T.serial(first, last):
+                w = T.exp(LACC[s, r] - lse)
+                for v in T.unroll(per):
+                    acc[v] = acc[v] + w * OACC[s, r, v * 128 + tid]
+        for v in T.unroll(per):
+            OUT[b, r, v * 128 + tid] = T.cast(acc[v], dtype)
+        if tid == 0:
+            LSE[b, r] = lse
+
+    return mla_combine

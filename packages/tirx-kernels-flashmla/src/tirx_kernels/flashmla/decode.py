@@ -1,0 +1,296 @@
+# This file is a TIRx port of code from FlashMLA
+# (https://github.com/deepseek-ai/FlashMLA @ 9241ae3ef9bac614dd25e45e507e089f888280e0),
+# Copyright (c) 2025 DeepSeek.
+# SPDX-License-Identifier: Apache-2.0 AND MIT
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Dense MLA decode with a paged KV cache: FlashMLA's Python API over TIRx kernels.
+
+Port of FlashMLA's dense decode API (``flash_mla/flash_mla_interface.py``,
+``csrc/api/dense_decode.h``) in its explicit-metadata form:
+
+* ``get_mla_metadata(cache_seqlens, num_q_tokens_per_head_k, num_heads_k)`` returns
+  ``(tile_scheduler_metadata, num_splits)`` (int32, on cache_seqlens' device): FlashMLA's
+  balanced split of (request, 64-token block) work over ``num_sm_parts`` parts
+  (:mod:`._mla_decode_schedule`, computed on the host: one device-to-host copy of
+  cache_seqlens). Reuse it across calls with the same cache_seqlens, as upstream.
+* ``flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v,
+  tile_scheduler_metadata, num_splits, softmax_scale=None, causal=False)`` returns
+  ``(out, lse)``: out ``(batch, s_q, h_q, 512)`` in q's dtype, lse ``(batch, h_q, s_q)`` fp32.
+
+Semantics: query row ``(b, s, h)`` attends to tokens ``t < cache_seqlens[b]`` of request b
+(token t lives in row ``t % 64`` of page ``block_table[b, t // 64]``); with ``causal`` and
+``s_q > 1`` to ``t <= cache_seqlens[b] - s_q + s`` (ignored for s_q == 1, as upstream).
+K is all 576 dims of a cached token, V its first 512 (absorbed MLA, one KV head).
+``out = softmax(scale * q k^T) v``, ``lse = ln(sum exp(scale * q k^T))`` (natural log). A row
+with no token to attend gets out = 0 and lse = +inf (upstream's convention).
+
+Numerics: products in fp32 (wgmma), softmax in fp32 (exp2 with the scale folded into
+log2 units), P rounded to q's dtype before ``P V`` (as upstream), per-split outputs and lse in
+fp32, merged with log-sum-exp weights in fp32, out rounded once to q's dtype.
+
+Dispatch domain (checked; anything else raises ValueError naming the argument): CUDA tensors;
+q ``(batch, s_q, h_q, 576)`` bfloat16 or float16 with a contiguous last dim; k_cache
+``(num_blocks, 64, 1, 576)`` of q's dtype, contiguous; block_table ``(batch, max_blocks)``
+int32; cache_seqlens ``(batch,)`` int32 with ``0 <= cache_seqlens[b] <= 64 * max_blocks``
+and every block_table entry a request uses in ``[0, num_blocks)`` (checked on the host: a
+device-to-host copy per call); head_dim_v 512; metadata from ``get_mla_metadata`` for this
+cache_seqlens and ``s_q * h_q`` rows. The kernels are compiled per (dtype, h_q, s_q, causal).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from tirx_kernels.core import toolchain
+from tirx_kernels.core.ops import public_op
+
+from ._mla_decode_schedule import META_INTS, num_sm_parts, sched_meta
+from ._mla_decode_tirx import D_QK, D_V, PAGE, make_combine, make_decode
+
+_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+@functools.cache
+def _decode_exec(dtype, h_q, s_q, causal):
+    return toolchain.compile(make_decode(dtype, h_q, s_q, causal))
+
+
+@functools.cache
+def _combine_exec(dtype, h_q, s_q):
+    return toolchain.compile(make_combine(dtype, h_q, s_q))
+
+
+@functools.cache
+def _device_sms(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def get_mla_metadata(
+    cache_seqlens: torch.Tensor,
+    num_q_tokens_per_head_k: int,
+    num_heads_k: int,
+    num_sms: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tile_scheduler_metadata ``(num_sm_parts, 8)``, num_splits ``(batch + 1,)``), int32.
+
+    ``num_q_tokens_per_head_k`` = s_q * h_q // h_kv; ``num_heads_k`` must be 1 (MLA).
+    ``num_sms`` defaults to the SM count of cache_seqlens' device (CPU tensors: 132, H200).
+    """
+    if not isinstance(cache_seqlens, torch.Tensor) or cache_seqlens.dim() != 1:
+        raise ValueError("get_mla_metadata: cache_seqlens must be a 1-d tensor (batch,)")
+    if cache_seqlens.dtype != torch.int32:
+        raise ValueError(
+            f"get_mla_metadata: cache_seqlens must be int32, got {cache_seqlens.dtype}"
+        )
+    if cache_seqlens.numel() < 1:
+        raise ValueError("get_mla_metadata: cache_seqlens must hold at least one request")
+    if num_heads_k != 1:
+        raise ValueError(f"get_mla_metadata: num_heads_k must be 1 (MLA), got {num_heads_k}")
+    if not isinstance(num_q_tokens_per_head_k, int) or num_q_tokens_per_head_k < 1:
+        raise ValueError(
+            "get_mla_metadata: num_q_tokens_per_head_k (s_q * h_q // h_kv) must be a positive "
+            f"int, got {num_q_tokens_per_head_k!r}"
+        )
+    seqlens = cache_seqlens.tolist()
+    if min(seqlens) < 0:
+        raise ValueError("get_mla_metadata: cache_seqlens must be >= 0")
+    if num_sms is None:
+        dev = cache_seqlens.device
+        num_sms = _device_sms(dev.index or 0) if dev.type == "cuda" else 132
+    parts = num_sm_parts(num_sms, num_q_tokens_per_head_k, num_heads_k)
+    rows, splits = sched_meta(seqlens, parts)
+    dev = cache_seqlens.device
+    return (
+        torch.tensor(rows, dtype=torch.int32, device=dev),
+        torch.tensor(splits, dtype=torch.int32, device=dev),
+    )
+
+
+@public_op("flash_mla_with_kvcache", mutates_args=("out", "lse", "out_accum", "lse_accum"))
+def _flash_mla_op(
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    out_accum: torch.Tensor,
+    lse_accum: torch.Tensor,
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    cache_seqlens: torch.Tensor,
+    tile_scheduler_metadata: torch.Tensor,
+    num_splits: torch.Tensor,
+    softmax_scale: float,
+    causal: bool,
+) -> None:
+    """Unchecked launch (``flash_mla_with_kvcache`` checks): out ``(batch, s_q, h_q, 512)``,
+    lse ``(batch, s_q, h_q)`` fp32, out_accum ``(total splits, s_q * h_q, 512)`` and lse_accum
+    ``(total splits, s_q * h_q)`` fp32 scratch (total splits >= num_splits[-1]); q
+    ``(batch, s_q, h_q, 576)`` contiguous; k_cache ``(num_blocks, 64, 1, 576)`` contiguous."""
+    batch, s_q, h_q, _ = q.shape
+    rows = s_q * h_q
+    dtype = _DTYPES[q.dtype]
+    _decode_exec(dtype, h_q, s_q, bool(causal) and s_q > 1)(
+        q.view(batch, rows, D_QK),
+        k_cache.view(-1, D_QK),
+        block_table,
+        cache_seqlens,
+        tile_scheduler_metadata,
+        num_splits,
+        out_accum,
+        lse_accum,
+        float(softmax_scale) * _LOG2E,
+    )
+    _combine_exec(dtype, h_q, s_q)(
+        num_splits, out_accum, lse_accum, out.view(batch, rows, D_V), lse.view(batch, rows)
+    )
+
+
+_LOG2E = 1.4426950408889634
+
+
+def _fail(name: str, msg: str):
+    raise ValueError(f"flash_mla_with_kvcache: {name} {msg}")
+
+
+def check_args(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, num_splits):
+    """Validate every argument (ValueError naming it, CUDA last so CPU tests reach every
+    check); returns the total split count (num_splits[-1])."""
+    tensors = {
+        "q": q,
+        "k_cache": k_cache,
+        "block_table": block_table,
+        "cache_seqlens": cache_seqlens,
+        "tile_scheduler_metadata": meta,
+        "num_splits": num_splits,
+    }
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            _fail(name, f"must be a torch.Tensor, got {type(t).__name__}")
+    if head_dim_v != D_V:
+        _fail("head_dim_v", f"must be {D_V}, got {head_dim_v!r}")
+    if q.dim() != 4 or q.shape[3] != D_QK:
+        _fail("q", f"must be (batch, s_q, h_q, {D_QK}) (head dim {D_QK}), got {tuple(q.shape)}")
+    if q.dtype not in _DTYPES:
+        _fail("q", f"dtype must be bfloat16 or float16, got {q.dtype}")
+    batch, s_q, h_q, _ = q.shape
+    if batch < 1 or s_q < 1 or h_q < 1:
+        _fail("q", f"must have batch, s_q, h_q >= 1, got {tuple(q.shape)}")
+    if k_cache.dim() != 4 or k_cache.shape[1] != PAGE or k_cache.shape[2] != 1:
+        _fail(
+            "k_cache",
+            f"must be (num_blocks, {PAGE}, 1, {D_QK}) (page size {PAGE}, one KV head), "
+            f"got {tuple(k_cache.shape)}",
+        )
+    if k_cache.shape[3] != D_QK:
+        _fail("k_cache", f"head dim must be {D_QK}, got {k_cache.shape[3]}")
+    if k_cache.dtype != q.dtype:
+        _fail("k_cache", f"dtype {k_cache.dtype} must equal q's dtype {q.dtype}")
+    if k_cache.shape[0] < 1:
+        _fail("k_cache", "must hold at least one block")
+    if block_table.dtype != torch.int32 or block_table.dim() != 2:
+        _fail(
+            "block_table", f"must be an int32 (batch, max_blocks) tensor, got {block_table.dtype}"
+        )
+    if block_table.shape[0] != batch or block_table.shape[1] < 1:
+        _fail("block_table", f"must be ({batch}, max_blocks >= 1), got {tuple(block_table.shape)}")
+    if cache_seqlens.dtype != torch.int32 or tuple(cache_seqlens.shape) != (batch,):
+        _fail(
+            "cache_seqlens",
+            f"must be int32 of shape ({batch},), got {cache_seqlens.dtype} "
+            f"{tuple(cache_seqlens.shape)}",
+        )
+    if meta.dtype != torch.int32 or meta.dim() != 2 or meta.shape[1] != META_INTS:
+        _fail("tile_scheduler_metadata", "must be the int32 (parts, 8) tensor of get_mla_metadata")
+    if num_splits.dtype != torch.int32 or tuple(num_splits.shape) != (batch + 1,):
+        _fail("num_splits", f"must be the int32 ({batch + 1},) tensor of get_mla_metadata")
+    dev = q.device
+    for name, t in tensors.items():
+        if t.device != dev:
+            _fail(name, f"must be on {dev}, got {t.device}")
+    if not q.is_contiguous():
+        _fail("q", "must be contiguous")
+    if not k_cache.is_contiguous():
+        _fail("k_cache", "must be contiguous")
+    for name in ("block_table", "cache_seqlens", "tile_scheduler_metadata", "num_splits"):
+        if not tensors[name].is_contiguous():
+            _fail(name, "must be contiguous")
+    max_blocks = block_table.shape[1]
+    num_blocks = k_cache.shape[0]
+    if num_blocks * PAGE * D_QK >= 2**62:
+        _fail("k_cache", "is too large")
+    if max(q.numel(), batch * max_blocks) >= 2**31:
+        _fail("q", "and block_table must each hold fewer than 2**31 elements")
+    seqlens = cache_seqlens.tolist()
+    if min(seqlens) < 0 or max(seqlens) > PAGE * max_blocks:
+        _fail(
+            "cache_seqlens",
+            f"must be in [0, 64 * max_blocks = {PAGE * max_blocks}] (longer than block_table), "
+            f"got min {min(seqlens)} max {max(seqlens)}",
+        )
+    used = torch.arange(max_blocks, device=dev)[None, :] * PAGE < cache_seqlens[:, None]
+    entries = block_table[used]
+    if entries.numel() and (int(entries.min()) < 0 or int(entries.max()) >= num_blocks):
+        _fail(
+            "block_table",
+            f"entries used by cache_seqlens must be in [0, num_blocks = {num_blocks}), got "
+            f"[{int(entries.min())}, {int(entries.max())}]",
+        )
+    parts = meta.shape[0]
+    splits = num_splits.tolist()
+    if (
+        splits[0] != 0
+        or any(b > a for a, b in zip(splits[1:], splits))
+        or splits[-1] > batch + parts
+    ):
+        _fail("num_splits", "is not a get_mla_metadata result for this batch")
+    rows, expect = sched_meta(seqlens, parts)
+    if expect != splits or meta.tolist() != rows:
+        _fail(
+            "tile_scheduler_metadata",
+            "does not match cache_seqlens: call "
+            "get_mla_metadata(cache_seqlens, s_q * h_q, 1) again",
+        )
+    if dev.type != "cuda":
+        _fail("q", "must be a CUDA tensor")
+    return splits[-1]
+
+
+def flash_mla_with_kvcache(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    cache_seqlens: torch.Tensor,
+    head_dim_v: int,
+    tile_scheduler_metadata: torch.Tensor,
+    num_splits: torch.Tensor,
+    softmax_scale: float | None = None,
+    causal: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """FlashMLA dense decode: ``(out (batch, s_q, h_q, 512), lse (batch, h_q, s_q) fp32)``."""
+    total = check_args(
+        q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata, num_splits
+    )
+    if softmax_scale is None:
+        softmax_scale = D_QK**-0.5
+    batch, s_q, h_q, _ = q.shape
+    rows = s_q * h_q
+    out = torch.empty((batch, s_q, h_q, D_V), dtype=q.dtype, device=q.device)
+    lse = torch.empty((batch, s_q, h_q), dtype=torch.float32, device=q.device)
+    out_accum = torch.empty((max(total, 1), rows, D_V), dtype=torch.float32, device=q.device)
+    lse_accum = torch.empty((max(total, 1), rows), dtype=torch.float32, device=q.device)
+    torch.ops.tirx_kernels.flash_mla_with_kvcache(
+        out,
+        lse,
+        out_accum,
+        lse_accum,
+        q,
+        k_cache,
+        block_table,
+        cache_seqlens,
+        tile_scheduler_metadata,
+        num_splits,
+        float(softmax_scale),
+        bool(causal),
+    )
+    return out, lse.transpose(1, 2).contiguous()

@@ -1,0 +1,411 @@
+# This file is a TIRx port of code from FlashMLA
+# (https://github.com/deepseek-ai/FlashMLA @ 9241ae3ef9bac614dd25e45e507e089f888280e0),
+# Copyright (c) 2025 DeepSeek.
+# SPDX-License-Identifier: Apache-2.0 AND MIT
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Dense MLA decode over a paged KV cache (``flash_mla_decode``): the kernel contract.
+
+Port of FlashMLA's sm90 dense decode (FlashMLA @ 9241ae3e: ``csrc/sm90/decode/dense/``,
+``csrc/smxx/decode/``, ``csrc/api/dense_decode.h``, ``flash_mla/flash_mla_interface.py``).
+q ``(batch, s_q, h_q, 576)``, k_cache ``(num_blocks, 64, 1, 576)`` with V = its first 512
+dims, block_table and cache_seqlens int32; out ``(batch, s_q, h_q, 512)``, lse
+``(batch, h_q, s_q)`` fp32. The public API, numerics and dispatch domain are in
+:mod:`tirx_kernels.flashmla.decode`, the kernels in ``_mla_decode_tirx``, the tile scheduler
+in ``_mla_decode_schedule``; design notes in docs/mla_decode.md.
+
+Configs: ``s_k`` is the length of every request, or with ``varlen`` the mean of ragged
+lengths that include 1, 63, 64, 65 and non-multiples of 64 (and are >= s_q with causal);
+block tables are shuffled, unused entries hold an out-of-range index and unused cache rows
+NaN (as FlashMLA's test), which the kernels must never read. run_test goes through the
+public API and compares out and lse with a torch fp32 reference that gathers the pages, at
+FlashMLA's tolerances (out: abs 8e-4 + rel 2.01/128 against the reference rounded to the
+dtype; lse: abs 1e-6 + rel 8.01/65536). run_bench times the op (metadata precomputed, no
+argument checks) beside FlashMLA's (``sgl-flash-mla``) when it is installed.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import torch
+
+from tirx_kernels.core.testing import assert_close, available, bench, skip_unless_gpu
+
+from .._mla_decode_tirx import D_QK, D_V, PAGE, make_combine, make_decode
+from ..decode import flash_mla_with_kvcache, get_mla_metadata
+
+KERNEL_META = {
+    "name": "flash_mla_decode",
+    "category": "flashmla",
+    "compute_capability": 9,
+    "archs": ["sm_90a"],
+    "description": "Dense MLA decode over a paged KV cache, split-KV + combine (FlashMLA port)",
+    "dtypes": ["bfloat16", "float16"],
+}
+
+PUBLIC_OPS = ("flash_mla_with_kvcache",)
+
+CONFIGS = [
+    {
+        "label": "bf16_h128_sq1_b4_sk1024",
+        "dtype": "bfloat16",
+        "h_q": 128,
+        "s_q": 1,
+        "batch": 4,
+        "s_k": 1024,
+        "varlen": False,
+        "causal": False,
+    },
+    {
+        "label": "bf16_h128_sq1_b9_sk700_var",
+        "dtype": "bfloat16",
+        "h_q": 128,
+        "s_q": 1,
+        "batch": 9,
+        "s_k": 700,
+        "varlen": True,
+        "causal": False,
+    },
+    {
+        "label": "fp16_h128_sq1_b5_sk1000_var",
+        "dtype": "float16",
+        "h_q": 128,
+        "s_q": 1,
+        "batch": 5,
+        "s_k": 1000,
+        "varlen": True,
+        "causal": False,
+    },
+    {
+        "label": "bf16_h64_sq1_b6_sk500_var",
+        "dtype": "bfloat16",
+        "h_q": 64,
+        "s_q": 1,
+        "batch": 6,
+        "s_k": 500,
+        "varlen": True,
+        "causal": False,
+    },
+    {
+        "label": "fp16_h64_sq1_b3_sk129",
+        "dtype": "float16",
+        "h_q": 64,
+        "s_q": 1,
+        "batch": 3,
+        "s_k": 129,
+        "varlen": False,
+        "causal": False,
+    },
+    {
+        "label": "bf16_h16_sq1_b7_sk300_var",
+        "dtype": "bfloat16",
+        "h_q": 16,
+        "s_q": 1,
+        "batch": 7,
+        "s_k": 300,
+        "varlen": True,
+        "causal": False,
+    },
+    {
+        "label": "fp16_h16_sq1_b2_sk1",
+        "dtype": "float16",
+        "h_q": 16,
+        "s_q": 1,
+        "batch": 2,
+        "s_k": 1,
+        "varlen": False,
+        "causal": False,
+    },
+    {
+        "label": "bf16_h16_sq2_b5_sk400_var_causal",
+        "dtype": "bfloat16",
+        "h_q": 16,
+        "s_q": 2,
+        "batch": 5,
+        "s_k": 400,
+        "varlen": True,
+        "causal": True,
+    },
+    {
+        "label": "bf16_h16_sq2_b3_sk200_var",
+        "dtype": "bfloat16",
+        "h_q": 16,
+        "s_q": 2,
+        "batch": 3,
+        "s_k": 200,
+        "varlen": True,
+        "causal": False,
+    },
+    {
+        "label": "fp16_h64_sq2_b4_sk600_var_causal",
+        "dtype": "float16",
+        "h_q": 64,
+        "s_q": 2,
+        "batch": 4,
+        "s_k": 600,
+        "varlen": True,
+        "causal": True,
+    },
+    {
+        "label": "bf16_h128_sq2_b3_sk777_var_causal",
+        "dtype": "bfloat16",
+        "h_q": 128,
+        "s_q": 2,
+        "batch": 3,
+        "s_k": 777,
+        "varlen": True,
+        "causal": True,
+    },
+    {
+        "label": "fp16_h128_sq2_b2_sk65",
+        "dtype": "float16",
+        "h_q": 128,
+        "s_q": 2,
+        "batch": 2,
+        "s_k": 65,
+        "varlen": False,
+        "causal": False,
+    },
+    {
+        "label": "bf16_h128_sq1_b64_sk4096_var",
+        "dtype": "bfloat16",
+        "h_q": 128,
+        "s_q": 1,
+        "batch": 64,
+        "s_k": 4096,
+        "varlen": True,
+        "causal": False,
+    },
+    {
+        "label": "bf16_h128_sq1_b2_sk8191",
+        "dtype": "bfloat16",
+        "h_q": 128,
+        "s_q": 1,
+        "batch": 2,
+        "s_k": 8191,
+        "varlen": False,
+        "causal": False,
+    },
+]
+
+BENCH_CONFIGS = [
+    {
+        "label": "bf16_h128_sq1_b16_sk1024",
+        "dtype": "bfloat16",
+        "h_q": 128,
+        "s_q": 1,
+        "batch": 16,
+        "s_k": 1024,
+        "varlen": False,
+        "causal": False,
+    },
+    {
+        "label": "bf16_h128_sq1_b16_sk4096",
+        "dtype": "bfloat16",
+        "h_q": 128,
+        "s_q": 1,
+        "batch": 16,
+        "s_k": 4096,
+        "varlen": False,
+        "causal": False,
+    },
+    {
+        "label": "bf16_h128_sq1_b16_sk8192",
+        "dtype": "bfloat16",
+        "h_q": 128,
+        "s_q": 1,
+        "batch": 16,
+        "s_k": 8192,
+        "varlen": False,
+        "causal": False,
+    },
+    {
+        "label": "bf16_h128_sq1_b64_sk1024",
+        "dtype": "bfloat16",
+        "h_q": 128,
+        "s_q": 1,
+        "batch": 64,
+        "s_k": 1024,
+        "varlen": False,
+        "causal": False,
+    },
+    {
+        "label": "bf16_h128_sq1_b64_sk4096",
+        "dtype": "bfloat16",
+        "h_q": 128,
+        "s_q": 1,
+        "batch": 64,
+        "s_k": 4096,
+        "varlen": False,
+        "causal": False,
+    },
+    {
+        "label": "bf16_h128_sq1_b64_sk8192",
+        "dtype": "bfloat16",
+        "h_q": 128,
+        "s_q": 1,
+        "batch": 64,
+        "s_k": 8192,
+        "varlen": False,
+        "causal": False,
+    },
+    {
+        "label": "bf16_h128_sq1_b128_sk1024",
+        "dtype": "bfloat16",
+        "h_q": 128,
+        "s_q": 1,
+        "batch": 128,
+        "s_k": 1024,
+        "varlen": False,
+        "causal": False,
+    },
+    {
+        "label": "bf16_h128_sq1_b128_sk4096",
+        "dtype": "bfloat16",
+        "h_q": 128,
+        "s_q": 1,
+        "batch": 128,
+        "s_k": 4096,
+        "varlen": False,
+        "causal": False,
+    },
+    {
+        "label": "bf16_h128_sq1_b128_sk8192",
+        "dtype": "bfloat16",
+        "h_q": 128,
+        "s_q": 1,
+        "batch": 128,
+        "s_k": 8192,
+        "varlen": False,
+        "causal": False,
+    },
+]
+
+OUT_TOLS = {"atol": 8e-4, "rtol": 2.01 / 128}  # FlashMLA's tests/test_flash_mla_dense_decoding.py
+LSE_TOLS = {"atol": 1e-6, "rtol": 8.01 / 65536}
+_UNUSED_BLOCK = 2147480000  # what FlashMLA's test writes into unused block-table entries
+
+
+def get_kernel(dtype="bfloat16", h_q=128, s_q=1, causal=False, **_):
+    """The split-KV decode kernel and the combine kernel of this (dtype, h_q, s_q, causal)."""
+    return [make_decode(dtype, h_q, s_q, causal and s_q > 1), make_combine(dtype, h_q, s_q)]
+
+
+def seqlens_of(batch, s_k, varlen, s_q=1, causal=False, seed=0):
+    """Request lengths: all ``s_k``, or ragged around ``s_k`` with the edge cases first."""
+    if not varlen:
+        return [s_k] * batch
+    rng = random.Random(seed + batch * 7919 + s_k)
+    edges = [1, 63, 64, 65, 2 * s_k + 3]
+    out = [
+        edges[i] if i < len(edges) else max(int(rng.normalvariate(s_k, s_k / 2)), 1)
+        for i in range(batch)
+    ]
+    return [max(s, s_q) if causal else s for s in out]
+
+
+def prepare_data(
+    dtype="bfloat16", h_q=128, s_q=1, batch=4, s_k=1024, varlen=False, causal=False, **_
+):
+    """(q, k_cache, block_table, cache_seqlens) on the GPU, deterministic (CPU generator)."""
+    seqlens = seqlens_of(batch, s_k, varlen, s_q, causal)
+    g = torch.Generator().manual_seed(1234 + batch + s_k + h_q + s_q)
+    tdt = getattr(torch, dtype)
+    max_blocks = -(-max(seqlens) // 256) * 256 // PAGE
+    q = (torch.randn(batch, s_q, h_q, D_QK, generator=g) / 10).clamp_(-1, 1)
+    n = batch * max_blocks
+    table = torch.randperm(n, generator=g).to(torch.int32).view(batch, max_blocks)
+    k = (torch.randn(n, PAGE, 1, D_QK, generator=g) / 10).clamp_(-1, 1)
+    for b, s in enumerate(seqlens):
+        used = -(-s // PAGE)
+        k[table[b, used:].long()] = float("nan")
+        if s % PAGE:
+            k[int(table[b, used - 1]), s % PAGE :] = float("nan")
+        table[b, used:] = _UNUSED_BLOCK
+    cache_seqlens = torch.tensor(seqlens, dtype=torch.int32)
+    return q.to(tdt).cuda(), k.to(tdt).cuda(), table.cuda(), cache_seqlens.cuda()
+
+
+def reference(q, k_cache, block_table, cache_seqlens, causal=False, softmax_scale=None):
+    """torch fp32: per request gather its pages, softmax(scale q k^T) v; a row with nothing to
+    attend gets out 0 and lse +inf. Returns (out fp32 (b, s_q, h_q, 512), lse (b, h_q, s_q))."""
+    b, s_q, h_q, d = q.shape
+    scale = softmax_scale if softmax_scale is not None else d**-0.5
+    out = torch.zeros(b, s_q, h_q, D_V, dtype=torch.float32, device=q.device)
+    lse = torch.full((b, h_q, s_q), math.inf, dtype=torch.float32, device=q.device)
+    for i, s_k in enumerate(cache_seqlens.tolist()):
+        pages = block_table[i, : -(-s_k // PAGE)].long()
+        kv = k_cache[pages].reshape(-1, d)[:s_k].float()  # (s_k, 576)
+        qi = q[i].float().transpose(0, 1)  # (h_q, s_q, 576)
+        w = qi @ kv.T * scale  # (h_q, s_q, s_k)
+        if causal and s_q > 1:
+            tok = torch.arange(s_k, device=q.device)
+            lim = s_k - s_q + torch.arange(s_q, device=q.device)
+            w = w.masked_fill(tok[None, :] > lim[:, None], -math.inf)
+        li = torch.logsumexp(w, dim=-1)  # (h_q, s_q)
+        oi = torch.softmax(w, dim=-1) @ kv[:, :D_V]
+        lonely = torch.isneginf(li)
+        oi[lonely] = 0.0
+        li[lonely] = math.inf
+        out[i] = oi.transpose(0, 1)
+        lse[i] = li
+    return out, lse
+
+
+def run_test(dtype="bfloat16", h_q=128, s_q=1, batch=4, s_k=1024, varlen=False, causal=False, **_):
+    skip_unless_gpu(KERNEL_META)
+    q, k_cache, table, seqlens = prepare_data(dtype, h_q, s_q, batch, s_k, varlen, causal)
+    meta, splits = get_mla_metadata(seqlens, s_q * h_q, 1)
+    out, lse = flash_mla_with_kvcache(q, k_cache, table, seqlens, D_V, meta, splits, causal=causal)
+    torch.cuda.synchronize()
+    want_out, want_lse = reference(q, k_cache, table, seqlens, causal)
+    report = {"splits": int(splits[-1]), "parts": int(meta.shape[0])}
+    report["max_err_out"] = assert_close("out", out, want_out.to(q.dtype), **OUT_TOLS)
+    report["max_err_lse"] = assert_close("lse", lse, want_lse, **LSE_TOLS)
+    if available("flash_mla"):  # FlashMLA's own result, reported (the check is the reference)
+        import flash_mla
+
+        try:
+            ref_meta, _ = flash_mla.get_mla_metadata()
+            fo, fl = flash_mla.flash_mla_with_kvcache(
+                q, k_cache, table, seqlens, D_V, ref_meta, None, causal=causal, use_legacy=True
+            )
+            report["max_err_out_flashmla"] = float((out.float() - fo.float()).abs().max())
+            report["max_err_lse_flashmla"] = float((lse - fl).abs().nan_to_num(0.0).max())
+        except Exception as e:  # a reference that fails is reported, never our failure
+            report["flashmla_error"] = f"{type(e).__name__}: {e}"[:200]
+    return report
+
+
+def run_bench(
+    dtype="bfloat16", h_q=128, s_q=1, batch=64, s_k=4096, varlen=False, causal=False, **options
+):
+    q, k_cache, table, seqlens = prepare_data(dtype, h_q, s_q, batch, s_k, varlen, causal)
+    meta, splits = get_mla_metadata(seqlens, s_q * h_q, 1)
+    rows, total = s_q * h_q, int(splits[-1])
+    out = torch.empty(batch, s_q, h_q, D_V, dtype=q.dtype, device=q.device)
+    lse = torch.empty(batch, s_q, h_q, dtype=torch.float32, device=q.device)
+    oacc = torch.empty(total, rows, D_V, dtype=torch.float32, device=q.device)
+    lacc = torch.empty(total, rows, dtype=torch.float32, device=q.device)
+    op = torch.ops.tirx_kernels.flash_mla_with_kvcache
+    scale = D_QK**-0.5
+
+    def tirx():
+        op(out, lse, oacc, lacc, q, k_cache, table, seqlens, meta, splits, scale, causal)
+
+    def build_flashmla():
+        import flash_mla
+
+        ref_meta, _ = flash_mla.get_mla_metadata()
+
+        def launch():
+            flash_mla.flash_mla_with_kvcache(
+                q, k_cache, table, seqlens, D_V, ref_meta, None, causal=causal, use_legacy=True
+            )
+
+        launch()  # first call builds the scheduler metadata
+        return launch
+
+    refs = {"flash_mla": build_flashmla} if available("flash_mla") else {}
+    return bench(tirx, refs, **options)

@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Pure models of the decode kernel on the CPU: the shared-memory addressing of its wgmma
+operands (Q/K K-major, V read MN-major from the K tile) and its algorithm (scheduler parts,
+64-token blocks, online softmax in the log2 domain with P rounded to the dtype, per-split
+out/lse, log-sum-exp combine) against the kernel module's fp32 reference."""
+
+import math
+
+import pytest
+import torch
+
+from tirx_kernels.core.sm90.layouts import Swizzle, swizzle_bytes, tile_offset
+from tirx_kernels.core.sm90.wgmma import decode_descriptor
+from tirx_kernels.flashmla import _mla_decode_tirx as K
+from tirx_kernels.flashmla._mla_decode_schedule import num_sm_parts, sched_meta
+from tirx_kernels.flashmla.kernels import flash_mla_decode as contract
+
+
+def fill_offset(row, col):
+    """Where _load_q/_load_page put element (row, col) of a 64 x 576 tile (16-byte chunks)."""
+    ch, inner = divmod(col, 8)
+    return (ch // 8) * 8192 + row * 128 + ((ch % 8) ^ (row % 8)) * 16 + inner * 2
+
+
+def test_cp_async_fill_is_the_swizzled_kmajor_tile_format():
+    for row in range(64):
+        for col in range(0, 576, 3):
+            assert fill_offset(row, col) == tile_offset(
+                row, col, rows=64, elem_bytes=2, mode=Swizzle.B128
+            )
+
+
+def test_v_descriptor_reads_v_mn_major_from_the_k_tile():
+    """CUTLASS's canonical MN-major 128B layout ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)): element
+    (k, n) of one k16 B slice lies at 2*(n % 64) + LBO*(n // 64) + 128*(k % 8) + SBO*(k // 8)
+    bytes (before the swizzle) from the descriptor's start."""
+    d = decode_descriptor(K._DESC_V)
+    assert (d["lbo"], d["sbo"], d["mode"]) == (8192, 1024, Swizzle.B128)
+    for wg in range(2):
+        for kk in range(4):
+            start = wg * K._V_HALF + kk * 16 * 128
+            for k in range(16):
+                for n in range(0, 256, 5):
+                    logical = 2 * (n % 64) + d["lbo"] * (n // 64) + 128 * (k % 8)
+                    logical += d["sbo"] * (k // 8)
+                    got = swizzle_bytes(start + logical, Swizzle.B128)
+                    assert got == fill_offset(16 * kk + k, 256 * wg + n)
+
+
+def test_qk_descriptor_is_kmajor_128b():
+    d = decode_descriptor(K._DESC_K)
+    assert (d["sbo"], d["mode"]) == (1024, Swizzle.B128)
+    assert K._S_STEPS[:5] == [0, 32, 64, 96, 8192]
+
+
+def emulate(q, k_cache, table, seqlens, causal, scale, dtype, num_sms=132):
+    """The kernel's arithmetic, CTA by CTA (fp32, P rounded to ``dtype``)."""
+    b, s_q, h_q, d = q.shape
+    R = s_q * h_q
+    qr = q.float().reshape(b, R, d)
+    kc = k_cache.float().reshape(-1, d)
+    lens = seqlens.tolist()
+    rows_meta, splits = sched_meta(lens, num_sm_parts(num_sms, R, 1))
+    oacc = torch.full((splits[-1], R, 512), float("nan"))
+    lacc = torch.full((splits[-1], R), float("nan"))
+    row_ids = torch.arange(R)
+    for begin, end, bblk, eblk, bsplit, *_ in rows_meta:
+        for req in range(begin, end + 1):
+            lo = bblk if req == begin else 0
+            hi = eblk if req == end else -(-lens[req] // 64)
+            split = splits[req] + (bsplit if req == begin else 0)
+            lim = torch.full((R,), lens[req])
+            if causal and s_q > 1:
+                lim = lens[req] - s_q + 1 + row_ids // h_q
+            m = torch.full((R,), -math.inf)
+            lsum = torch.zeros(R)
+            o = torch.zeros(R, 512)
+            for blk in range(lo, hi):
+                page = int(table[req, blk])
+                tok = blk * 64 + torch.arange(64)
+                kv = kc[page * 64 : page * 64 + 64].clone()
+                kv[tok >= lens[req]] = 0.0  # zero-filled rows
+                s = (qr[req] @ kv.T) * (scale * math.log2(math.e))
+                s = s.masked_fill(tok[None, :] >= lim[:, None], -math.inf)
+                mx = torch.maximum(m, s.max(dim=1).values)
+                safe = torch.where(mx == -math.inf, torch.zeros_like(mx), mx)
+                corr = torch.exp2(m - safe)
+                p = torch.exp2(s - safe[:, None])
+                lsum = lsum * corr + p.sum(dim=1)
+                m = mx
+                o = o * corr[:, None] + p.to(dtype).float() @ kv[:, :512]
+            empty = lsum == 0
+            oacc[split] = torch.where(empty[:, None], 0.0, o / lsum[:, None])
+            lacc[split] = torch.where(empty, -math.inf, m * math.log(2) + torch.log(lsum))
+    out = torch.empty(b, R, 512)
+    lse = torch.empty(b, R)
+    for req in range(b):
+        ls = lacc[splits[req] : splits[req + 1]]
+        mx = ls.max(dim=0).values if len(ls) else torch.full((R,), -math.inf)
+        safe = torch.where(mx == -math.inf, torch.zeros_like(mx), mx)
+        tot = torch.exp(ls - safe).sum(dim=0)
+        lse[req] = torch.where(tot == 0, math.inf, safe + torch.log(tot))
+        w = torch.exp(ls - lse[req])
+        w = torch.where(tot[None, :] == 0, 0.0, w)
+        out[req] = (w[:, :, None] * oacc[splits[req] : splits[req + 1]]).sum(dim=0)
+    out = out.to(dtype).reshape(b, s_q, h_q, 512)
+    return out, lse.reshape(b, s_q, h_q).transpose(1, 2)
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        dict(dtype="bfloat16", h_q=16, s_q=1, batch=6, s_k=150, varlen=True, causal=False),
+        dict(dtype="float16", h_q=16, s_q=2, batch=5, s_k=100, varlen=True, causal=True),
+        dict(dtype="bfloat16", h_q=64, s_q=2, batch=2, s_k=129, varlen=False, causal=False),
+        dict(dtype="bfloat16", h_q=16, s_q=1, batch=1, s_k=1500, varlen=False, causal=False),
+    ],
+    ids=["h16_var", "h16_sq2_causal", "h64_sq2", "h16_long_split"],
+)
+def test_emulated_kernel_matches_the_reference_at_flashmlas_tolerances(cfg, monkeypatch):
+    monkeypatch.setattr(torch.Tensor, "cuda", lambda self, *a, **k: self)
+    q, k_cache, table, seqlens = contract.prepare_data(**cfg)
+    dtype = getattr(torch, cfg["dtype"])
+    scale = 576**-0.5
+    out, lse = emulate(q, k_cache, table, seqlens, cfg["causal"], scale, dtype, num_sms=8)
+    want_out, want_lse = contract.reference(q, k_cache, table, seqlens, cfg["causal"])
+    from tirx_kernels.core.testing import assert_close
+
+    assert_close("out", out, want_out.to(dtype), **contract.OUT_TOLS)
+    assert_close("lse", lse, want_lse, **contract.LSE_TOLS)
