@@ -6,7 +6,7 @@ The public API is loaded on first use: the registry imports this package while l
 kernels, and listing must not import torch.
 """
 
-_PUBLIC: dict[str, str] = {}  # public name -> the op module defining it
+_PUBLIC = {"flash_attn_func": "attention"}  # public name -> the op module defining it
 
 
 def __getattr__(name: str):
