@@ -13,6 +13,7 @@ import torch
 
 from tirx_kernels.core import toolchain
 from tirx_kernels.flashattention import flash_attn_func
+from tirx_kernels.flashattention._attention_tirx import make_flash_fwd
 from tirx_kernels.flashattention.kernels import flash_attn_fwd as fa
 
 needs_sm90a = pytest.mark.skipif(
@@ -52,6 +53,32 @@ def test_matches_reference_eager_graph_compile(causal):
         fullgraph=True,
     )
     torch.testing.assert_close(compiled(**data), out * 2, rtol=0, atol=0)
+
+
+@needs_sm90a
+@pytest.mark.parametrize("overlap", [False, True])
+def test_both_schedules_match_reference(overlap):
+    """The simple schedule (each GEMM waited for) and the overlapped one, launched directly:
+    if only the overlapped one fails, the overlap is at fault."""
+    b, sq, sk, hq, hk, d = 1, 200, 333, 4, 2, 64
+    data = _data(b, sq, sk, hq, hk, d)
+    kernel = toolchain.compile(
+        make_flash_fwd(b, sq, sk, hq, hk, d, d, "bfloat16", True, 0.125, overlap=overlap)
+    )
+    out = torch.empty(b, sq, hq, d, dtype=torch.bfloat16, device="cuda")
+    lse = torch.empty(b, hq, sq, dtype=torch.float32, device="cuda")
+    kernel(
+        data["q"].view(b * sq, hq * d),
+        data["k"].view(b * sk, hk * d),
+        data["v"].view(b * sk, hk * d),
+        out.view(b * sq, hq * d),
+        lse.view(-1),
+    )
+    torch.cuda.synchronize()
+    want, want_lse = fa.reference(**data, softmax_scale=0.125, causal=True)
+    low, _ = fa.reference(**data, softmax_scale=0.125, causal=True, upcast=False)
+    fa.check_out(out, want, low)
+    fa.check_lse(lse, want_lse)
 
 
 @needs_sm90a

@@ -5,9 +5,11 @@
 # SPDX-FileCopyrightText: Copyright TIRx authors
 """Tile sizes of the forward kernel per head dim (after ``hopper/tile_size.h``).
 
-FlashAttention-3 picks (kBlockM, kBlockN) per head dim: 128 x 176/128 for d 64/128 and
-128 x 80 for d 256. This first kernel uses kBlockM = 128 (two consumer warpgroups of 64 rows)
-and a kBlockN that keeps the K/V ring of ``stages`` slots plus the Q tile in shared memory.
+FlashAttention-3 (``tile_size_fwd_sm90``) picks (kBlockM, kBlockN) per head dim: 192 x 192
+(causal 192 x 128) for d 64, 128 x 176 (causal 128 x 128) for d 128, 128 x 128 for d 192 with
+dv 128, 128 x 80 for d 256. This kernel uses kBlockM = 128 (two consumer warpgroups of 64
+rows) and kBlockN = 128 (64 for d 256), with a K/V ring of ``stages`` slots plus the Q tile in
+shared memory.
 Pure Python (no compiler import).
 """
 
@@ -24,7 +26,7 @@ def pick_tiles(d: int, dv: int) -> tuple[int, int]:
     """(kBlockN, stages) for head dims ``d`` (Q/K) and ``dv`` (V/out)."""
     if (d, dv) not in HEAD_DIMS:
         raise ValueError(f"head dims (d={d}, dv={dv}) must be one of {list(HEAD_DIMS)}")
-    bn = 128 if max(d, dv) <= 128 else 64
+    bn = 128 if d + dv <= 320 else 64
     q_bytes = BM * d * 2
     stage_bytes = bn * (d + dv) * 2
     stages = min(4, (SMEM_LIMIT - BARRIER_SLACK - q_bytes) // stage_bytes)

@@ -47,13 +47,30 @@ DTYPES = ("bfloat16", "float16")
 _PRODUCER_REGS, _CONSUMER_REGS = 40, 232
 _CVT = {"bfloat16": "bf16x2", "float16": "f16x2"}
 LOG2E = 1.4426950408889634
+NINF = -math.inf
 
 
 @functools.cache
 def make_flash_fwd(
-    batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, dtype, causal, scale, bn=None, stages=None
+    batch,
+    seqlen_q,
+    seqlen_k,
+    heads_q,
+    heads_kv,
+    d,
+    dv,
+    dtype,
+    causal,
+    scale,
+    bn=None,
+    stages=None,
+    overlap=True,
 ):
-    """The PrimFunc for one static problem (every size a positive int; ``scale`` a float)."""
+    """The PrimFunc for one static problem (every size a positive int; ``scale`` a float).
+
+    ``overlap``: FA3's intra-warpgroup overlap of S = Q K^T (block it) with P V (block it - 1)
+    and the softmax; False waits for each GEMM (the first, simplest schedule).
+    """
     if dtype not in DTYPES:
         raise ValueError(f"flash_attn_fwd: dtype must be one of {DTYPES}, got {dtype!r}")
     for name, v in (
@@ -86,8 +103,6 @@ def make_flash_fwd(
     q_steps = [kstep_offset(k, rows=BM, elem_bytes=2, mode=mode) for k in range(d // 16)]
     k_steps = [kstep_offset(k, rows=BN, elem_bytes=2, mode=mode) for k in range(d // 16)]
     v_steps = [mnmajor_kstep_offset(k, mode=mode) for k in range(BN // 16)]
-    cvt = getattr(T.ptx.cvt.rn, _CVT[dtype]).f32
-    ninf = -math.inf
 
     @T.function
     def flash_fwd(
@@ -147,93 +162,118 @@ def make_flash_fwd(
             m = T.alloc_local((2,), "float32")
             lsum = T.alloc_local((2,), "float32")
             corr = T.alloc_local((2,), "float32")
-            mx = T.local_scalar("float32")
-            msc = T.local_scalar("float32")
-            rs = T.local_scalar("float32")
+            mx = T.alloc_local((1,), "float32")
+            msc = T.alloc_local((1,), "float32")
+            rs = T.alloc_local((1,), "float32")
+            prev = T.alloc_local((1,), "int32")
             packed = T.local_scalar("uint32")
             t = tid - 128 * wg
             lane = tid % 32
-            row = mb * BM + (wg - 1) * 64 + 16 * (t // 32) + (t % 32) // 4  # query index, + 8 hh
-            col = 2 * (t % 4)  # key column in the block, + 8 j + e
+            row0 = mb * BM + (wg - 1) * 64  # this warpgroup's first query row
+            row = row0 + 16 * (t // 32) + (t % 32) // 4  # this thread's query row, + 8 hh
+            col = 2 * (t % 4)  # this thread's key column in the block, + 8 j + e
             base = dsl.smem_addr(arena)
             for i in T.unroll(dv // 2):
                 o[i] = T.float32(0)
             for hh in T.unroll(2):
-                m[hh] = T.float32(ninf)
+                m[hh] = T.float32(NINF)
                 lsum[hh] = T.float32(0)
             T.cuda.mbarrier_wait(qbar.ptr_to([0]), 0)
             dq = dsl.descriptor(desc_q, base + T.uint32((wg - 1) * 64 * 128))
-            for it in T.serial(n_blocks):
+            if T.constexpr(not overlap):
+                # each GEMM waited for before the softmax
+                for it in T.serial(n_blocks):
+                    ring.consumer_wait()
+                    kbase = base + T.cast(q_bytes + ring.stage * stage_bytes, "uint32")
+                    dsl.wgmma_fence()
+                    dsl.mma_ksteps(
+                        s,
+                        dq,
+                        dsl.descriptor(desc_k, kbase),
+                        q_steps,
+                        k_steps,
+                        T.bool(False),
+                        BN,
+                        dtype,
+                    )
+                    dsl.wgmma_commit()
+                    dsl.wgmma_wait(0)
+                    _mask(s, it * BN, row, col, row0, BN, seqlen_k, shift, causal)
+                    _online_softmax(s, m, lsum, corr, mx, msc, rs, BN, scale_log2)
+                    _rescale(o, corr, dv)
+                    _to_p(p, s, BN, dtype)
+                    dsl.wgmma_fence()
+                    _pv_ksteps(
+                        o, p, dsl.descriptor(desc_v, kbase + T.uint32(k_bytes)), v_steps, dv, dtype
+                    )
+                    dsl.wgmma_commit()
+                    dsl.wgmma_wait(0)
+                    if lane == 0:
+                        ring.consumer_release(ring.stage)
+                    ring.advance()
+            elif n_blocks > 0:
+                # FA3's intra-warpgroup overlap: S of block it and P V of block it - 1 are in
+                # flight together; the softmax of block it runs while P V finishes
                 ring.consumer_wait()
                 kbase = base + T.cast(q_bytes + ring.stage * stage_bytes, "uint32")
-                dk = dsl.descriptor(desc_k, kbase)
-                dvd = dsl.descriptor(desc_v, kbase + T.uint32(k_bytes))
-                # S = Q K^T
                 dsl.wgmma_fence()
-                dsl.mma_ksteps(s, dq, dk, q_steps, k_steps, T.bool(False), BN, dtype)
+                dsl.mma_ksteps(
+                    s, dq, dsl.descriptor(desc_k, kbase), q_steps, k_steps, T.bool(False), BN, dtype
+                )
                 dsl.wgmma_commit()
                 dsl.wgmma_wait(0)
-                # masks: keys past seqlen_k; causal (bottom-right aligned)
-                for j in T.unroll(BN // 8):
-                    for hh in T.unroll(2):
-                        for e in T.unroll(2):
-                            if T.constexpr(causal):
-                                if (it * BN + 8 * j + col + e >= seqlen_k) | (
-                                    it * BN + 8 * j + col + e > row + 8 * hh + shift
-                                ):
-                                    s[4 * j + 2 * hh + e] = T.float32(ninf)
-                            else:
-                                if it * BN + 8 * j + col + e >= seqlen_k:
-                                    s[4 * j + 2 * hh + e] = T.float32(ninf)
-                # online softmax (hopper/softmax.h), exponents in base 2
-                for hh in T.unroll(2):
-                    mx = m[hh]
-                    for j in T.unroll(BN // 8):
-                        for e in T.unroll(2):
-                            mx = T.max(mx, s[4 * j + 2 * hh + e])
-                    mx = T.cuda.warp_max(mx, 4)
-                    msc = T.if_then_else(mx == T.float32(ninf), T.float32(0), mx * scale_log2)
-                    corr[hh] = T.exp2(m[hh] * T.float32(scale_log2) - msc)
-                    m[hh] = mx
-                    rs = T.float32(0)
-                    for j in T.unroll(BN // 8):
-                        for e in T.unroll(2):
-                            s[4 * j + 2 * hh + e] = T.exp2(
-                                s[4 * j + 2 * hh + e] * T.float32(scale_log2) - msc
-                            )
-                            rs = rs + s[4 * j + 2 * hh + e]
-                    lsum[hh] = lsum[hh] * corr[hh] + rs
-                for j in T.unroll(dv // 8):
-                    for hh in T.unroll(2):
-                        for e in T.unroll(2):
-                            o[4 * j + 2 * hh + e] = o[4 * j + 2 * hh + e] * corr[hh]
-                # P to 16 bits: the k16 slice kk of S is the A fragment of P V's k-step kk
-                for kk in T.unroll(BN // 16):
-                    for r in T.unroll(4):
-                        cvt(p[4 * kk + r], s[8 * kk + 2 * r + 1], s[8 * kk + 2 * r])
-                # O += P V (V MN-major)
+                _mask(s, 0, row, col, row0, BN, seqlen_k, shift, causal)
+                _online_softmax(s, m, lsum, corr, mx, msc, rs, BN, scale_log2)
+                _to_p(p, s, BN, dtype)  # O is still 0: nothing to rescale
+                prev[0] = ring.stage
+                ring.advance()
+                for it in T.serial(1, n_blocks):
+                    ring.consumer_wait()
+                    kbase = base + T.cast(q_bytes + ring.stage * stage_bytes, "uint32")
+                    vprev = base + T.cast(q_bytes + prev[0] * stage_bytes + k_bytes, "uint32")
+                    dsl.wgmma_fence()
+                    dsl.mma_ksteps(
+                        s,
+                        dq,
+                        dsl.descriptor(desc_k, kbase),
+                        q_steps,
+                        k_steps,
+                        T.bool(False),
+                        BN,
+                        dtype,
+                    )
+                    dsl.wgmma_commit()
+                    _pv_ksteps(o, p, dsl.descriptor(desc_v, vprev), v_steps, dv, dtype)
+                    dsl.wgmma_commit()
+                    dsl.wgmma_wait(1)  # S done (groups complete in order); P V may run on
+                    _mask(s, it * BN, row, col, row0, BN, seqlen_k, shift, causal)
+                    _online_softmax(s, m, lsum, corr, mx, msc, rs, BN, scale_log2)
+                    dsl.wgmma_wait(0)  # P V of block it - 1 done: its slot, P and O are free
+                    if lane == 0:
+                        ring.consumer_release(prev[0])
+                    _rescale(o, corr, dv)
+                    _to_p(p, s, BN, dtype)
+                    prev[0] = ring.stage
+                    ring.advance()
+                vprev = base + T.cast(q_bytes + prev[0] * stage_bytes + k_bytes, "uint32")
                 dsl.wgmma_fence()
-                _pv_ksteps(o, p, dvd, v_steps, dv, dtype)
+                _pv_ksteps(o, p, dsl.descriptor(desc_v, vprev), v_steps, dv, dtype)
                 dsl.wgmma_commit()
                 dsl.wgmma_wait(0)
                 if lane == 0:
-                    ring.consumer_release(ring.stage)
-                ring.advance()
+                    ring.consumer_release(prev[0])
             # epilogue (hopper/softmax.h finalize, hopper/epilogue_fwd.hpp)
             for hh in T.unroll(2):
-                rs = T.cuda.warp_sum(lsum[hh], 4)
-                if (rs == T.float32(0)) | (rs != rs):
+                rs[0] = T.cuda.warp_sum(lsum[hh], 4)
+                if (rs[0] == T.float32(0)) | (rs[0] != rs[0]):
                     corr[hh] = T.float32(0)
-                    msc = T.float32(ninf)
+                    msc[0] = T.float32(NINF)
                 else:
-                    corr[hh] = T.float32(1) / rs
-                    msc = m[hh] * T.float32(scale) + T.log(rs)
+                    corr[hh] = T.float32(1) / rs[0]
+                    msc[0] = m[hh] * T.float32(scale) + T.log(rs[0])
                 if (t % 4 == 0) & (row + 8 * hh < seqlen_q):
-                    LSE[(b * heads_q + h) * seqlen_q + row + 8 * hh] = msc
-            for j in T.unroll(dv // 8):
-                for hh in T.unroll(2):
-                    for e in T.unroll(2):
-                        o[4 * j + 2 * hh + e] = o[4 * j + 2 * hh + e] * corr[hh]
+                    LSE[(b * heads_q + h) * seqlen_q + row + 8 * hh] = msc[0]
+            _rescale(o, corr, dv)
             dsl.store_acc(
                 o,
                 Out,
@@ -248,6 +288,71 @@ def make_flash_fwd(
             )
 
     return flash_fwd
+
+
+@T.inline
+def _mask(s, kv0, row, col, row0, bn, seqlen_k, shift, causal):
+    """-inf on keys past seqlen_k and, if ``causal``, keys after ``row + shift``
+    (``hopper/mask.h``); skipped for a block no row of the warpgroup needs masked."""
+    tail = kv0 + bn > seqlen_k
+    if T.constexpr(causal):
+        tail = tail | (kv0 + bn - 1 > row0 + shift)
+    if tail:
+        for j in T.unroll(bn // 8):
+            for hh in T.unroll(2):
+                for e in T.unroll(2):
+                    if T.constexpr(causal):
+                        if (kv0 + 8 * j + col + e >= seqlen_k) | (
+                            kv0 + 8 * j + col + e > row + 8 * hh + shift
+                        ):
+                            s[4 * j + 2 * hh + e] = T.float32(NINF)
+                    else:
+                        if kv0 + 8 * j + col + e >= seqlen_k:
+                            s[4 * j + 2 * hh + e] = T.float32(NINF)
+
+
+@T.inline
+def _online_softmax(s, m, lsum, corr, mx, msc, rs, bn, scale_log2):
+    """One block of the online softmax (``hopper/softmax.h``), exponents in base 2: new row
+    max (quad shuffles), ``corr`` = exp2 of the max change, s = P (f32), lsum updated.
+    A row whose max is still -inf uses 0 as its base, so it stays all zeros, never NaN."""
+    for hh in T.unroll(2):
+        mx[0] = m[hh]
+        for j in T.unroll(bn // 8):
+            for e in T.unroll(2):
+                mx[0] = T.max(mx[0], s[4 * j + 2 * hh + e])
+        mx[0] = T.cuda.warp_max(mx[0], 4)
+        msc[0] = T.if_then_else(
+            mx[0] == T.float32(NINF), T.float32(0), mx[0] * T.float32(scale_log2)
+        )
+        corr[hh] = T.exp2(m[hh] * T.float32(scale_log2) - msc[0])
+        m[hh] = mx[0]
+        rs[0] = T.float32(0)
+        for j in T.unroll(bn // 8):
+            for e in T.unroll(2):
+                s[4 * j + 2 * hh + e] = T.exp2(
+                    s[4 * j + 2 * hh + e] * T.float32(scale_log2) - msc[0]
+                )
+                rs[0] = rs[0] + s[4 * j + 2 * hh + e]
+        lsum[hh] = lsum[hh] * corr[hh] + rs[0]
+
+
+@T.inline
+def _rescale(o, corr, dv):
+    """O rows times ``corr`` (2 rows per thread)."""
+    for j in T.unroll(dv // 8):
+        for hh in T.unroll(2):
+            for e in T.unroll(2):
+                o[4 * j + 2 * hh + e] = o[4 * j + 2 * hh + e] * corr[hh]
+
+
+@T.inline
+def _to_p(p, s, bn, dtype):
+    """P to 16 bits: S registers 8 kk .. 8 kk + 7 are the A fragment of P V's k-step kk."""
+    cvt = getattr(T.ptx.cvt.rn, _CVT[dtype]).f32
+    for kk in T.unroll(bn // 16):
+        for r in T.unroll(4):
+            cvt(p[4 * kk + r], s[8 * kk + 2 * r + 1], s[8 * kk + 2 * r])
 
 
 def _load_tile(arena, offset, rows, cols, src, bar, row, col, dtype):

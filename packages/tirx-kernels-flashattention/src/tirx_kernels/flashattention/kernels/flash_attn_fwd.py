@@ -43,7 +43,7 @@ KERNEL_META = {
 PUBLIC_OPS = ("flashattention_fwd",)
 
 
-# (label, dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal)
+# rows: (label, dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal)
 _TESTS = (
     ("bf16_b1_h2_s128_d128", "bfloat16", 1, 128, 128, 2, 2, 128, 128, False),
     ("bf16_b1_h2_s128_d128_causal", "bfloat16", 1, 128, 128, 2, 2, 128, 128, True),
@@ -65,36 +65,21 @@ _BENCHES = (
     ("bf16_b1_h32_s8192_d64_causal", "bfloat16", 1, 8192, 8192, 32, 32, 64, 64, True),
 )
 
-CONFIGS = [
-    {
-        "label": r[0],
-        "dtype": r[1],
-        "batch": r[2],
-        "seqlen_q": r[3],
-        "seqlen_k": r[4],
-        "heads_q": r[5],
-        "heads_kv": r[6],
-        "d": r[7],
-        "dv": r[8],
-        "causal": r[9],
-    }
-    for r in _TESTS
-]
-BENCH_CONFIGS = [
-    {
-        "label": r[0],
-        "dtype": r[1],
-        "batch": r[2],
-        "seqlen_q": r[3],
-        "seqlen_k": r[4],
-        "heads_q": r[5],
-        "heads_kv": r[6],
-        "d": r[7],
-        "dv": r[8],
-        "causal": r[9],
-    }
-    for r in _BENCHES
-]
+# (position in a row of _TESTS/_BENCHES, config key)
+_KEYS = (
+    (0, "label"),
+    (1, "dtype"),
+    (2, "batch"),
+    (3, "seqlen_q"),
+    (4, "seqlen_k"),
+    (5, "heads_q"),
+    (6, "heads_kv"),
+    (7, "d"),
+    (8, "dv"),
+    (9, "causal"),
+)
+CONFIGS = [{key: row[i] for i, key in _KEYS} for row in _TESTS]
+BENCH_CONFIGS = [{key: row[i] for i, key in _KEYS} for row in _BENCHES]
 
 
 def get_kernel(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal, **_):
