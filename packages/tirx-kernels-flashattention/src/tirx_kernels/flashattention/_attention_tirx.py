@@ -265,7 +265,7 @@ def make_flash_fwd(
             # epilogue (hopper/softmax.h finalize, hopper/epilogue_fwd.hpp)
             for hh in T.unroll(2):
                 rs[0] = T.cuda.warp_sum(lsum[hh], 4)
-                if (rs[0] == T.float32(0)) | (rs[0] != rs[0]):
+                if (rs[0] == T.float32(0)) | T.isnan(rs[0]):
                     corr[hh] = T.float32(0)
                     msc[0] = T.float32(NINF)
                 else:
