@@ -186,16 +186,7 @@ def make_flash_fwd(
                     ring.consumer_wait()
                     kbase = base + T.cast(q_bytes + ring.stage * stage_bytes, "uint32")
                     dsl.wgmma_fence()
-                    dsl.mma_ksteps(
-                        s,
-                        dq,
-                        dsl.descriptor(desc_k, kbase),
-                        q_steps,
-                        k_steps,
-                        T.bool(False),
-                        BN,
-                        dtype,
-                    )
+                    _qk_ksteps(s, dq, dsl.descriptor(desc_k, kbase), q_steps, k_steps, BN, dtype)
                     dsl.wgmma_commit()
                     dsl.wgmma_wait(0)
                     _mask(s, it * BN, row, col, row0, BN, seqlen_k, shift, causal)
@@ -217,9 +208,7 @@ def make_flash_fwd(
                 ring.consumer_wait()
                 kbase = base + T.cast(q_bytes + ring.stage * stage_bytes, "uint32")
                 dsl.wgmma_fence()
-                dsl.mma_ksteps(
-                    s, dq, dsl.descriptor(desc_k, kbase), q_steps, k_steps, T.bool(False), BN, dtype
-                )
+                _qk_ksteps(s, dq, dsl.descriptor(desc_k, kbase), q_steps, k_steps, BN, dtype)
                 dsl.wgmma_commit()
                 dsl.wgmma_wait(0)
                 _mask(s, 0, row, col, row0, BN, seqlen_k, shift, causal)
@@ -232,16 +221,7 @@ def make_flash_fwd(
                     kbase = base + T.cast(q_bytes + ring.stage * stage_bytes, "uint32")
                     vprev = base + T.cast(q_bytes + prev[0] * stage_bytes + k_bytes, "uint32")
                     dsl.wgmma_fence()
-                    dsl.mma_ksteps(
-                        s,
-                        dq,
-                        dsl.descriptor(desc_k, kbase),
-                        q_steps,
-                        k_steps,
-                        T.bool(False),
-                        BN,
-                        dtype,
-                    )
+                    _qk_ksteps(s, dq, dsl.descriptor(desc_k, kbase), q_steps, k_steps, BN, dtype)
                     dsl.wgmma_commit()
                     _pv_ksteps(o, p, dsl.descriptor(desc_v, vprev), v_steps, dv, dtype)
                     dsl.wgmma_commit()
@@ -363,6 +343,11 @@ def _load_tile(arena, offset, rows, cols, src, bar, row, col, dtype):
     for j in range(cols // 64):
         view = dsl.smem_view(arena, offset + j * rows * 128, (rows, 64), dtype, mode)
         dsl.tma_load_tile(view, src, bar, (row, col + 64 * j), mode)
+
+
+def _qk_ksteps(s, dq, dk, q_steps, k_steps, bn, dtype):
+    """S = Q K^T over the head dim (overwrites S): one ``wgmma`` SS per k16 step."""
+    dsl.mma_ksteps(s, dq, dk, q_steps, k_steps, T.bool(False), bn, dtype)
 
 
 def _pv_ksteps(o, p, dvd, v_steps, dv, dtype):
