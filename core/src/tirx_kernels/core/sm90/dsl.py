@@ -341,3 +341,21 @@ def grouped_tile(t, num_m, num_n, group_m):
     rows = T.min(num_m - first_m, group_m)
     within = T.truncmod(t, span)
     return first_m + T.truncmod(within, rows), T.truncdiv(within, rows)
+
+
+@T.inline
+def mma_rs(acc, a, a0, db, scale_d, n, ab_dtype, trans_b):
+    """acc[64 x n] (+)= A(registers a[a0:a0 + 4], the :func:`.wgmma.a_coord` fragment)[64 x 16]
+    @ B(desc db)[16 x n]; ``trans_b`` 1 reads B MN-major (e.g. V ``[kv, d]`` in P @ V)."""
+    mma_op(n, ab_dtype)(
+        *[acc[i] for i in range(n // 2)],
+        a[a0],
+        a[a0 + 1],
+        a[a0 + 2],
+        a[a0 + 3],
+        db,
+        T.ptx.pred(scale_d),
+        1,
+        1,
+        trans_b,
+    )

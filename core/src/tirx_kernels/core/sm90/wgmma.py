@@ -121,3 +121,44 @@ def a_coord(thread: int, half: int) -> tuple[int, int]:
     probabilities) feeds the next wgmma as A without data movement.
     """
     return acc_coord(thread, half)
+
+
+def mnmajor_strides(mode: Swizzle, k_rows: int) -> tuple[int, int]:
+    """(LBO, SBO) in bytes for an MN-major operand stored as a K-major tile of :mod:`.layouts`
+    turned on its side: a ``[k_rows, mn]`` tile (mn contiguous, e.g. V ``[kv, d]`` as the B
+    operand of P @ V with ``imm-trans-b = 1``), swizzled.
+
+    PTX ISA (MN-major, swizzled): LBO = byte step between ``span``-byte column blocks along MN
+    (``k_rows * span`` in our format), SBO = byte step between 8-row groups along K (one atom).
+    """
+    mode = Swizzle(mode)
+    if mode == Swizzle.NONE:
+        raise ValueError("MN-major operands are only supported swizzled")
+    return k_rows * mode.span, mode.atom_bytes
+
+
+def mnmajor_descriptor_base(mode: Swizzle, k_rows: int) -> int:
+    """The descriptor of an MN-major ``[k_rows, mn]`` tile with a zero address."""
+    lbo, sbo = mnmajor_strides(mode, k_rows)
+    return matrix_descriptor(0, lbo, sbo, mode)
+
+
+def mnmajor_kstep_offset(k: int, *, mode: Swizzle) -> int:
+    """Byte offset of the k-th 16-row K slice of an MN-major tile (16 rows of one atom span)."""
+    return k * 16 * Swizzle(mode).span
+
+
+def mnmajor_element_offset(k: int, mn: int, *, k_rows: int, elem_bytes: int, mode: Swizzle) -> int:
+    """Byte offset wgmma reads element (k, mn) of an MN-major tile from, per the descriptor
+    model above (the canonical layout ``((T, 8, m), (8, k)) : ((1, T, LBO), (8T, SBO))`` of
+    16-byte units, then the swizzle). Equals :func:`.layouts.tile_offset` ``(k, mn)`` of the
+    same tile loaded K-major by TMA: tests check that the two agree."""
+    mode = Swizzle(mode)
+    lbo, sbo = mnmajor_strides(mode, k_rows)
+    per_row = mode.atom_cols(elem_bytes)
+    block, inner = divmod(mn, per_row)
+    group, row = divmod(k, 8)
+    logical = block * lbo + group * sbo + row * mode.span + inner * elem_bytes
+    from .layouts import swizzle_bytes
+
+    return swizzle_bytes(logical, mode)

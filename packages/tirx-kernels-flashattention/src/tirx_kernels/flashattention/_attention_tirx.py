@@ -1,0 +1,356 @@
+# This file is a TIRx port of code from FlashAttention
+# (https://github.com/Dao-AILab/flash-attention @ 0251105a2fb19d2957484b7f023cd8c115286ced),
+# Copyright (c) 2022, the respective contributors, as shown by the AUTHORS file.
+# SPDX-License-Identifier: Apache-2.0 AND BSD-3-Clause
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The sm_90a forward attention kernel, after FlashAttention-3's Hopper forward
+(``hopper/flash_fwd_kernel_sm90.h``, ``hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp``,
+``hopper/softmax.h``, ``hopper/mask.h``, ``hopper/epilogue_fwd.hpp``).
+
+``O = softmax(Q K^T * scale) V`` per (batch, head), fp32 softmax and accumulation, bf16/fp16
+in and out, plus ``LSE = log(sum(exp(Q K^T * scale)))`` per query row in fp32.
+
+Tensors are passed as 2D views: Q ``[batch * seqlen_q, heads_q * d]``, K
+``[batch * seqlen_k, heads_kv * d]``, V ``[batch * seqlen_k, heads_kv * dv]``, ``Out`` like Q
+with dv, LSE ``[batch * heads_q * seqlen_q]`` (the contiguous ``(batch, heads, seqlen)``).
+
+Schedule: one CTA per (128-row Q tile, head, batch), 384 threads = 3 warpgroups.
+Warpgroup 0 is the producer: one thread TMA-loads the Q tile once and then K and V tiles
+(kBlockN rows, 128B swizzle) into a ``stages``-slot full/empty mbarrier ring. Warpgroups 1
+and 2 each own 64 Q rows: S = Q K^T with ``wgmma`` SS (both K-major), the masks (keys past
+seqlen_k; causal, bottom-right aligned) and the online softmax on the f32 accumulator
+fragment (rows reduced over the 4 lanes of a quad), P rounded to 16 bits in registers as the
+A operand of ``wgmma`` RS for O += P V, with V read MN-major from the same shared tile
+(``imm-trans-b``). Epilogue: O / rowsum and LSE stored from registers, clipped at seqlen_q.
+A tile's K/V rows past seqlen_k belong to the next batch (or are zero-filled by TMA at the
+end): they are masked to -inf in S, so their P is exactly 0.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from tirx_kernels.core.sm90 import dsl
+from tirx_kernels.core.sm90.layouts import Swizzle
+from tirx_kernels.core.sm90.wgmma import (
+    kmajor_descriptor_base,
+    kstep_offset,
+    mnmajor_descriptor_base,
+    mnmajor_kstep_offset,
+)
+from tirx_kernels.core.toolchain import T
+
+from ._attention_schedule import BM, pick_tiles
+
+DTYPES = ("bfloat16", "float16")
+_PRODUCER_REGS, _CONSUMER_REGS = 40, 232
+_CVT = {"bfloat16": "bf16x2", "float16": "f16x2"}
+LOG2E = 1.4426950408889634
+NINF = -math.inf
+
+
+@functools.cache
+def make_flash_fwd(
+    batch,
+    seqlen_q,
+    seqlen_k,
+    heads_q,
+    heads_kv,
+    d,
+    dv,
+    dtype,
+    causal,
+    scale,
+    bn=None,
+    stages=None,
+    overlap=True,
+):
+    """The PrimFunc for one static problem (every size a positive int; ``scale`` a float).
+
+    ``overlap``: FA3's intra-warpgroup overlap of S = Q K^T (block it) with P V (block it - 1)
+    and the softmax; False waits for each GEMM (the first, simplest schedule).
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"flash_attn_fwd: dtype must be one of {DTYPES}, got {dtype!r}")
+    for name, v in (
+        ("batch", batch),
+        ("seqlen_q", seqlen_q),
+        ("seqlen_k", seqlen_k),
+        ("heads_q", heads_q),
+        ("heads_kv", heads_kv),
+    ):
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"flash_attn_fwd: {name} must be a positive int, got {v!r}")
+    if heads_q % heads_kv:
+        raise ValueError("flash_attn_fwd: heads_q must be a multiple of heads_kv")
+    BN, nstages = pick_tiles(d, dv)
+    BN, nstages = bn or BN, stages or nstages
+    group = heads_q // heads_kv
+    mode = Swizzle.B128
+    q_bytes = BM * d * 2
+    k_bytes = BN * d * 2
+    v_bytes = BN * dv * 2
+    stage_bytes = k_bytes + v_bytes
+    smem = q_bytes + nstages * stage_bytes
+    num_m = -(-seqlen_q // BM)
+    total_n = -(-seqlen_k // BN)
+    shift = seqlen_k - seqlen_q  # bottom-right causal alignment
+    scale_log2 = float(scale) * LOG2E
+    desc_q = kmajor_descriptor_base(mode, BM)
+    desc_k = kmajor_descriptor_base(mode, BN)
+    desc_v = mnmajor_descriptor_base(mode, BN)
+    q_steps = [kstep_offset(k, rows=BM, elem_bytes=2, mode=mode) for k in range(d // 16)]
+    k_steps = [kstep_offset(k, rows=BN, elem_bytes=2, mode=mode) for k in range(d // 16)]
+    v_steps = [mnmajor_kstep_offset(k, mode=mode) for k in range(BN // 16)]
+
+    @T.function
+    def flash_fwd(
+        Q: T.Tensor((batch * seqlen_q, heads_q * d), dtype, align=16),
+        K: T.Tensor((batch * seqlen_k, heads_kv * d), dtype, align=16),
+        V: T.Tensor((batch * seqlen_k, heads_kv * dv), dtype, align=16),
+        Out: T.Tensor((batch * seqlen_q, heads_q * dv), dtype, align=16),
+        LSE: T.Tensor((batch * heads_q * seqlen_q,), "float32", align=16),
+    ):
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(
+                grid=(num_m, heads_q, batch), block=384, dynamic_smem_bytes=smem
+            ),
+            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
+        )
+        tid = T.cuda.thread_idx("x")
+        wg = tid // 128
+        mb = num_m - 1 - T.cuda.block_idx("x")  # longest causal tiles first
+        h = T.cuda.block_idx("y")
+        b = T.cuda.block_idx("z")
+        hk = h // group
+        arena = T.alloc_shared((smem // 2,), dtype, scope="shared.dyn", align=1024)
+        qbar = T.alloc_shared((1,), "uint64", align=8)
+        ring = dsl.Ring(nstages)
+        if tid == 0:
+            ring.init(8)  # one elected lane per consumer warp
+            T.ptx.mbarrier.init.shared.b64(qbar.ptr_to([0]), T.uint32(1))
+            ring.fence_init()
+        T.cuda.cta_sync()
+        ring.reset()
+        if T.constexpr(causal):
+            n_blocks = T.min(total_n, (T.max(mb * BM + BM + shift, 0) + (BN - 1)) // BN)
+        else:
+            n_blocks = total_n
+        if wg == 0:
+            T.ptx.setmaxnreg.dec.sync.aligned.u32(_PRODUCER_REGS)
+            if tid == 0:
+                T.ptx.mbarrier.arrive.expect_tx.shared.b64(qbar.ptr_to([0]), T.uint32(q_bytes))
+                _load_tile(
+                    arena, 0, BM, d, Q, qbar.ptr_to([0]), b * seqlen_q + mb * BM, h * d, dtype
+                )
+                for it in T.serial(n_blocks):
+                    ring.producer_acquire()
+                    ring.producer_expect(stage_bytes)
+                    slot = q_bytes + ring.stage * stage_bytes
+                    kv_row = b * seqlen_k + it * BN
+                    _load_tile(arena, slot, BN, d, K, ring.full_bar(), kv_row, hk * d, dtype)
+                    _load_tile(
+                        arena, slot + k_bytes, BN, dv, V, ring.full_bar(), kv_row, hk * dv, dtype
+                    )
+                    ring.advance()
+        else:
+            T.ptx.setmaxnreg.inc.sync.aligned.u32(_CONSUMER_REGS)
+            s = T.alloc_local((BN // 2,), "float32")
+            o = T.alloc_local((dv // 2,), "float32")
+            p = T.alloc_local((BN // 4,), "uint32")
+            m = T.alloc_local((2,), "float32")
+            lsum = T.alloc_local((2,), "float32")
+            corr = T.alloc_local((2,), "float32")
+            mx = T.alloc_local((1,), "float32")
+            msc = T.alloc_local((1,), "float32")
+            rs = T.alloc_local((1,), "float32")
+            prev = T.alloc_local((1,), "int32")
+            packed = T.local_scalar("uint32")
+            t = tid - 128 * wg
+            lane = tid % 32
+            row0 = mb * BM + (wg - 1) * 64  # this warpgroup's first query row
+            row = row0 + 16 * (t // 32) + (t % 32) // 4  # this thread's query row, + 8 hh
+            col = 2 * (t % 4)  # this thread's key column in the block, + 8 j + e
+            base = dsl.smem_addr(arena)
+            for i in T.unroll(dv // 2):
+                o[i] = T.float32(0)
+            for hh in T.unroll(2):
+                m[hh] = T.float32(NINF)
+                lsum[hh] = T.float32(0)
+            T.cuda.mbarrier_wait(qbar.ptr_to([0]), 0)
+            dq = dsl.descriptor(desc_q, base + T.uint32((wg - 1) * 64 * 128))
+            if T.constexpr(not overlap):
+                # each GEMM waited for before the softmax
+                for it in T.serial(n_blocks):
+                    ring.consumer_wait()
+                    kbase = base + T.cast(q_bytes + ring.stage * stage_bytes, "uint32")
+                    dsl.wgmma_fence()
+                    _qk_ksteps(s, dq, dsl.descriptor(desc_k, kbase), q_steps, k_steps, BN, dtype)
+                    dsl.wgmma_commit()
+                    dsl.wgmma_wait(0)
+                    _mask(s, it * BN, row, col, row0, BN, seqlen_k, shift, causal)
+                    _online_softmax(s, m, lsum, corr, mx, msc, rs, BN, scale_log2)
+                    _rescale(o, corr, dv)
+                    _to_p(p, s, BN, dtype)
+                    dsl.wgmma_fence()
+                    _pv_ksteps(
+                        o, p, dsl.descriptor(desc_v, kbase + T.uint32(k_bytes)), v_steps, dv, dtype
+                    )
+                    dsl.wgmma_commit()
+                    dsl.wgmma_wait(0)
+                    if lane == 0:
+                        ring.consumer_release(ring.stage)
+                    ring.advance()
+            elif n_blocks > 0:
+                # FA3's intra-warpgroup overlap: S of block it and P V of block it - 1 are in
+                # flight together; the softmax of block it runs while P V finishes
+                ring.consumer_wait()
+                kbase = base + T.cast(q_bytes + ring.stage * stage_bytes, "uint32")
+                dsl.wgmma_fence()
+                _qk_ksteps(s, dq, dsl.descriptor(desc_k, kbase), q_steps, k_steps, BN, dtype)
+                dsl.wgmma_commit()
+                dsl.wgmma_wait(0)
+                _mask(s, 0, row, col, row0, BN, seqlen_k, shift, causal)
+                _online_softmax(s, m, lsum, corr, mx, msc, rs, BN, scale_log2)
+                _to_p(p, s, BN, dtype)  # O is still 0: nothing to rescale
+                prev[0] = ring.stage
+                ring.advance()
+                for it in T.serial(1, n_blocks):
+                    ring.consumer_wait()
+                    kbase = base + T.cast(q_bytes + ring.stage * stage_bytes, "uint32")
+                    vprev = base + T.cast(q_bytes + prev[0] * stage_bytes + k_bytes, "uint32")
+                    dsl.wgmma_fence()
+                    _qk_ksteps(s, dq, dsl.descriptor(desc_k, kbase), q_steps, k_steps, BN, dtype)
+                    dsl.wgmma_commit()
+                    _pv_ksteps(o, p, dsl.descriptor(desc_v, vprev), v_steps, dv, dtype)
+                    dsl.wgmma_commit()
+                    dsl.wgmma_wait(1)  # S done (groups complete in order); P V may run on
+                    _mask(s, it * BN, row, col, row0, BN, seqlen_k, shift, causal)
+                    _online_softmax(s, m, lsum, corr, mx, msc, rs, BN, scale_log2)
+                    dsl.wgmma_wait(0)  # P V of block it - 1 done: its slot, P and O are free
+                    if lane == 0:
+                        ring.consumer_release(prev[0])
+                    _rescale(o, corr, dv)
+                    _to_p(p, s, BN, dtype)
+                    prev[0] = ring.stage
+                    ring.advance()
+                vprev = base + T.cast(q_bytes + prev[0] * stage_bytes + k_bytes, "uint32")
+                dsl.wgmma_fence()
+                _pv_ksteps(o, p, dsl.descriptor(desc_v, vprev), v_steps, dv, dtype)
+                dsl.wgmma_commit()
+                dsl.wgmma_wait(0)
+                if lane == 0:
+                    ring.consumer_release(prev[0])
+            # epilogue (hopper/softmax.h finalize, hopper/epilogue_fwd.hpp)
+            for hh in T.unroll(2):
+                rs[0] = T.cuda.warp_sum(lsum[hh], 4)
+                if (rs[0] == T.float32(0)) | T.isnan(rs[0]):
+                    corr[hh] = T.float32(0)
+                    msc[0] = T.float32(NINF)
+                else:
+                    corr[hh] = T.float32(1) / rs[0]
+                    msc[0] = m[hh] * T.float32(scale) + T.log(rs[0])
+                if (t % 4 == 0) & (row + 8 * hh < seqlen_q):
+                    LSE[(b * heads_q + h) * seqlen_q + row + 8 * hh] = msc[0]
+            _rescale(o, corr, dv)
+            dsl.store_acc(
+                o,
+                Out,
+                b * seqlen_q + mb * BM + (wg - 1) * 64,
+                h * dv,
+                dv,
+                b * seqlen_q + seqlen_q,
+                heads_q * dv,
+                True,
+                False,
+                packed,
+            )
+
+    return flash_fwd
+
+
+@T.inline
+def _mask(s, kv0, row, col, row0, bn, seqlen_k, shift, causal):
+    """-inf on keys past seqlen_k and, if ``causal``, keys after ``row + shift``
+    (``hopper/mask.h``); skipped for a block no row of the warpgroup needs masked."""
+    tail = kv0 + bn > seqlen_k
+    if T.constexpr(causal):
+        tail = tail | (kv0 + bn - 1 > row0 + shift)
+    if tail:
+        for j in T.unroll(bn // 8):
+            for hh in T.unroll(2):
+                for e in T.unroll(2):
+                    if T.constexpr(causal):
+                        if (kv0 + 8 * j + col + e >= seqlen_k) | (
+                            kv0 + 8 * j + col + e > row + 8 * hh + shift
+                        ):
+                            s[4 * j + 2 * hh + e] = T.float32(NINF)
+                    else:
+                        if kv0 + 8 * j + col + e >= seqlen_k:
+                            s[4 * j + 2 * hh + e] = T.float32(NINF)
+
+
+@T.inline
+def _online_softmax(s, m, lsum, corr, mx, msc, rs, bn, scale_log2):
+    """One block of the online softmax (``hopper/softmax.h``), exponents in base 2: new row
+    max (quad shuffles), ``corr`` = exp2 of the max change, s = P (f32), lsum updated.
+    A row whose max is still -inf uses 0 as its base, so it stays all zeros, never NaN."""
+    for hh in T.unroll(2):
+        mx[0] = m[hh]
+        for j in T.unroll(bn // 8):
+            for e in T.unroll(2):
+                mx[0] = T.max(mx[0], s[4 * j + 2 * hh + e])
+        mx[0] = T.cuda.warp_max(mx[0], 4)
+        msc[0] = T.if_then_else(
+            mx[0] == T.float32(NINF), T.float32(0), mx[0] * T.float32(scale_log2)
+        )
+        corr[hh] = T.exp2(m[hh] * T.float32(scale_log2) - msc[0])
+        m[hh] = mx[0]
+        rs[0] = T.float32(0)
+        for j in T.unroll(bn // 8):
+            for e in T.unroll(2):
+                s[4 * j + 2 * hh + e] = T.exp2(
+                    s[4 * j + 2 * hh + e] * T.float32(scale_log2) - msc[0]
+                )
+                rs[0] = rs[0] + s[4 * j + 2 * hh + e]
+        lsum[hh] = lsum[hh] * corr[hh] + rs[0]
+
+
+@T.inline
+def _rescale(o, corr, dv):
+    """O rows times ``corr`` (2 rows per thread)."""
+    for j in T.unroll(dv // 8):
+        for hh in T.unroll(2):
+            for e in T.unroll(2):
+                o[4 * j + 2 * hh + e] = o[4 * j + 2 * hh + e] * corr[hh]
+
+
+@T.inline
+def _to_p(p, s, bn, dtype):
+    """P to 16 bits: S registers 8 kk .. 8 kk + 7 are the A fragment of P V's k-step kk."""
+    cvt = getattr(T.ptx.cvt.rn, _CVT[dtype]).f32
+    for kk in T.unroll(bn // 16):
+        for r in T.unroll(4):
+            cvt(p[4 * kk + r], s[8 * kk + 2 * r + 1], s[8 * kk + 2 * r])
+
+
+def _load_tile(arena, offset, rows, cols, src, bar, row, col, dtype):
+    """TMA-load ``src[row : row + rows, col : col + cols]`` into the K-major tile format at
+    ``arena + offset``: one ``[rows, 64]`` 128B-swizzled view and box per 64-column block,
+    block j at ``offset + j * rows * 128`` (Python-unrolled)."""
+    mode = Swizzle.B128
+    for j in range(cols // 64):
+        view = dsl.smem_view(arena, offset + j * rows * 128, (rows, 64), dtype, mode)
+        dsl.tma_load_tile(view, src, bar, (row, col + 64 * j), mode)
+
+
+def _qk_ksteps(s, dq, dk, q_steps, k_steps, bn, dtype):
+    """S = Q K^T over the head dim (overwrites S): one ``wgmma`` SS per k16 step."""
+    dsl.mma_ksteps(s, dq, dk, q_steps, k_steps, T.bool(False), bn, dtype)
+
+
+def _pv_ksteps(o, p, dvd, v_steps, dv, dtype):
+    """O += P V over one K/V block: one ``wgmma`` RS per k16 step (Python-unrolled)."""
+    for kk, off in enumerate(v_steps):
+        dsl.mma_rs(o, p, 4 * kk, dvd + T.uint64(off >> 4), T.bool(True), dv, dtype, 1)

@@ -1,0 +1,215 @@
+# This file is a TIRx port of code from FlashAttention
+# (https://github.com/Dao-AILab/flash-attention @ 0251105a2fb19d2957484b7f023cd8c115286ced),
+# Copyright (c) 2022, the respective contributors, as shown by the AUTHORS file.
+# SPDX-License-Identifier: Apache-2.0 AND BSD-3-Clause
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Attention forward (``flash_attn_fwd``): the kernel contract.
+
+Port of FlashAttention-3's Hopper forward (FlashAttention @ 0251105a:
+``hopper/flash_fwd_kernel_sm90.h``, ``hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp``,
+``hopper/softmax.h``, ``hopper/mask.h``, ``hopper/flash_attn_interface.py``).
+``out = softmax(q k^T * scale) v`` and ``lse`` per (batch, head), bf16/fp16 in and out, fp32
+softmax and accumulation; MHA/GQA/MQA; causal bottom-right aligned. The public op and its
+domain are in :mod:`tirx_kernels.flashattention.attention`, the kernel in
+``_attention_tirx``, tile sizes in ``_attention_schedule``; design notes in
+docs/flash_attn_fwd.md.
+
+run_test checks out against a torch fp32 reference with FlashAttention's rule (the error is at
+most twice that of the same reference computed in the input dtype, plus a small atol) and lse
+against an fp32 logsumexp. run_bench times our op beside torch SDPA (cuDNN and FLASH
+backends) and, when installed, FlashInfer's FA3 prefill.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from tirx_kernels.core.testing import available, bench, randn, skip_unless_gpu
+
+from .._attention_tirx import make_flash_fwd
+from ..attention import flash_attn_func
+
+KERNEL_META = {
+    "name": "flash_attn_fwd",
+    "category": "flashattention",
+    "compute_capability": 9,
+    "archs": ["sm_90a"],
+    "description": "attention forward with lse, MHA/GQA/MQA, causal (FlashAttention-3 port)",
+    "dtypes": ["bfloat16", "float16"],
+}
+
+PUBLIC_OPS = ("flashattention_fwd",)
+
+
+# rows: (label, dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal)
+_TESTS = (
+    ("bf16_b1_h2_s128_d128", "bfloat16", 1, 128, 128, 2, 2, 128, 128, False),
+    ("bf16_b1_h2_s128_d128_causal", "bfloat16", 1, 128, 128, 2, 2, 128, 128, True),
+    ("bf16_b2_h8_hk2_sq333_sk517_d128", "bfloat16", 2, 333, 517, 8, 2, 128, 128, False),
+    ("bf16_b2_h8_hk2_sq333_sk517_d128_causal", "bfloat16", 2, 333, 517, 8, 2, 128, 128, True),
+    ("bf16_b1_h4_sq517_sk333_d128_causal", "bfloat16", 1, 517, 333, 4, 4, 128, 128, True),
+    ("fp16_b3_h4_s257_d128_causal", "float16", 3, 257, 257, 4, 4, 128, 128, True),
+    ("bf16_b1_h4_hk1_sq1_sk1_d64", "bfloat16", 1, 1, 1, 4, 1, 64, 64, False),
+    ("bf16_b1_h4_hk1_sq1_sk777_d64_causal", "bfloat16", 1, 1, 777, 4, 1, 64, 64, True),
+    ("fp16_b2_h4_s1000_d64_causal", "float16", 2, 1000, 1000, 4, 4, 64, 64, True),
+    ("fp16_b2_h6_hk3_sq129_sk255_d64", "float16", 2, 129, 255, 6, 3, 64, 64, False),
+    ("bf16_b1_h2_s200_d256_causal", "bfloat16", 1, 200, 200, 2, 2, 256, 256, True),
+    ("bf16_b1_h2_s200_d192_dv128", "bfloat16", 1, 200, 200, 2, 2, 192, 128, False),
+)
+_BENCHES = (
+    ("bf16_b1_h32_s8192_d128", "bfloat16", 1, 8192, 8192, 32, 32, 128, 128, False),
+    ("bf16_b1_h32_s8192_d128_causal", "bfloat16", 1, 8192, 8192, 32, 32, 128, 128, True),
+    ("bf16_b1_h32_s8192_d64", "bfloat16", 1, 8192, 8192, 32, 32, 64, 64, False),
+    ("bf16_b1_h32_s8192_d64_causal", "bfloat16", 1, 8192, 8192, 32, 32, 64, 64, True),
+)
+
+# (position in a row of _TESTS/_BENCHES, config key)
+_KEYS = (
+    (0, "label"),
+    (1, "dtype"),
+    (2, "batch"),
+    (3, "seqlen_q"),
+    (4, "seqlen_k"),
+    (5, "heads_q"),
+    (6, "heads_kv"),
+    (7, "d"),
+    (8, "dv"),
+    (9, "causal"),
+)
+CONFIGS = [{key: row[i] for i, key in _KEYS} for row in _TESTS]
+BENCH_CONFIGS = [{key: row[i] for i, key in _KEYS} for row in _BENCHES]
+
+
+def get_kernel(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal, **_):
+    return make_flash_fwd(
+        batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, dtype, causal, d**-0.5
+    )
+
+
+def prepare_data(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, **_):
+    seed = batch * 1000003 + seqlen_q * 1009 + seqlen_k * 17 + d
+    return {
+        "q": randn((batch, seqlen_q, heads_q, d), dtype, seed=seed),
+        "k": randn((batch, seqlen_k, heads_kv, d), dtype, seed=seed + 1),
+        "v": randn((batch, seqlen_k, heads_kv, dv), dtype, seed=seed + 2),
+    }
+
+
+def reference(q, k, v, softmax_scale, causal, upcast=True):
+    """(out, lse) of softmax(q k^T * scale) v; in fp32 (``upcast``) or in q's dtype (the
+    products and P V rounded as a 16-bit implementation would, softmax in fp32), the way
+    FlashAttention's tests build the tolerance. Rows that see no key: out 0, lse -inf."""
+    dt = torch.float32 if upcast else q.dtype
+    hq, hk = q.shape[2], k.shape[2]
+    qt = q.to(dt).transpose(1, 2)  # (b, h, sq, d)
+    kt = k.to(dt).repeat_interleave(hq // hk, dim=2).transpose(1, 2)
+    vt = v.to(dt).repeat_interleave(hq // hk, dim=2).transpose(1, 2)
+    scores = (qt @ kt.transpose(-1, -2)).float() * softmax_scale
+    sq, sk = q.shape[1], k.shape[1]
+    if causal:
+        i = torch.arange(sq, device=q.device)[:, None]
+        j = torch.arange(sk, device=q.device)[None, :]
+        scores = scores.masked_fill(j > i + (sk - sq), -math.inf)
+    lse = torch.logsumexp(scores, dim=-1)
+    p = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    out = (p.to(dt) @ vt).float().transpose(1, 2)
+    return out, lse
+
+
+def run_test(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal):
+    skip_unless_gpu(KERNEL_META)
+    data = prepare_data(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv)
+    scale = d**-0.5
+    out, lse = flash_attn_func(**data, softmax_scale=scale, causal=causal)
+    torch.cuda.synchronize()
+    want, want_lse = reference(**data, softmax_scale=scale, causal=causal)
+    low, _ = reference(**data, softmax_scale=scale, causal=causal, upcast=False)
+    check_out(out, want, low)
+    check_lse(lse, want_lse)
+
+
+def check_out(out, want, low):
+    """FlashAttention's rule: max error <= 2 x that of the reference in the input dtype, plus
+    twice the rounding of the output dtype at the reference's values."""
+    err = (out.float() - want).abs().max().item()
+    low_err = (low - want).abs().max().item()
+    rounding = (want.to(out.dtype).float() - want).abs().max().item()
+    bound = 2 * low_err + 2 * rounding + 1e-5
+    if not err <= bound:
+        raise AssertionError(
+            f"flash_attn_fwd out: max error {err:.3e} > {bound:.3e} "
+            f"(2 x input-dtype reference error {low_err:.3e} + rounding {rounding:.3e})"
+        )
+
+
+def check_lse(lse, want):
+    """lse vs an fp32 logsumexp: -inf exactly where no key is seen, else within 1e-3."""
+    if not torch.equal(torch.isneginf(lse), torch.isneginf(want)):
+        raise AssertionError("flash_attn_fwd lse: -inf (rows without keys) in the wrong places")
+    fin = torch.isfinite(want)
+    if not torch.isfinite(lse[fin]).all():
+        raise AssertionError("flash_attn_fwd lse: non-finite value where fp32 is finite")
+    err = (lse[fin] - want[fin]).abs()
+    tol = 1e-3 + 1e-4 * want[fin].abs()
+    if (err > tol).any():
+        raise AssertionError(f"flash_attn_fwd lse: max error {err.max().item():.3e} > 1e-3")
+
+
+def run_bench(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal, **options):
+    data = prepare_data(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv)
+    q, k, v = data["q"], data["k"], data["v"]
+    scale = d**-0.5
+    flash_attn_func(q, k, v, softmax_scale=scale, causal=causal)  # compile outside timing
+
+    def ours():
+        flash_attn_func(q, k, v, softmax_scale=scale, causal=causal)
+
+    def sdpa(backend):
+        def build():
+            import torch.nn.functional as F
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+            chosen = getattr(SDPBackend, backend)
+            gqa = heads_q != heads_kv
+
+            def launch():
+                with sdpa_kernel(chosen):
+                    F.scaled_dot_product_attention(
+                        qt, kt, vt, is_causal=causal, scale=scale, enable_gqa=gqa
+                    )
+
+            launch()
+            return launch
+
+        return build
+
+    refs = {
+        "torch_sdpa_cudnn": sdpa("CUDNN_ATTENTION"),
+        "torch_sdpa_flash": sdpa("FLASH_ATTENTION"),
+    }
+    if batch == 1 and available("flashinfer"):
+
+        def build_flashinfer():
+            import flashinfer
+
+            q1, k1, v1 = q[0], k[0], v[0]
+
+            def launch():
+                flashinfer.single_prefill_with_kv_cache(
+                    q1, k1, v1, causal=causal, sm_scale=scale, backend="fa3"
+                )
+
+            launch()
+            return launch
+
+        refs["flashinfer_fa3"] = build_flashinfer
+    return bench(ours, refs, **options)
+
+
+def public_calls(batch):
+    """Our op on ``batch`` sequences of 128 tokens (32 heads, d128), for the per-call cost."""
+    data = prepare_data("bfloat16", batch, 128, 128, 32, 32, 128, 128)
+    return {"tirx": lambda: flash_attn_func(**data)}

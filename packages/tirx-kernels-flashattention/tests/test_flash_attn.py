@@ -1,0 +1,171 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""CPU tests of the flashattention family: argument checks name the argument, the fake gives
+shapes, the tile/descriptor models agree with the shared-memory format, and a block-by-block
+model of the kernel's online softmax (masks, -inf rows, base-2 exponents) matches the
+reference."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tirx_kernels.core.sm90.wgmma import a_coord, acc_coord
+from tirx_kernels.flashattention import flash_attn_func
+from tirx_kernels.flashattention._attention_schedule import (
+    BM,
+    HEAD_DIMS,
+    num_kv_blocks,
+    pick_tiles,
+)
+from tirx_kernels.flashattention.kernels import flash_attn_fwd as fa
+
+
+def _qkv(b=1, sq=4, sk=4, hq=2, hk=2, d=64, dv=None, dtype=torch.bfloat16):
+    return (
+        torch.zeros(b, sq, hq, d, dtype=dtype),
+        torch.zeros(b, sk, hk, d, dtype=dtype),
+        torch.zeros(b, sk, hk, dv or d, dtype=dtype),
+    )
+
+
+def test_op_is_registered():
+    assert hasattr(torch.ops.tirx_kernels, "flashattention_fwd")
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (lambda q, k, v: (q.float(), k, v), "q: dtype"),
+        (lambda q, k, v: (q, k.half(), v), "k, v: dtype must equal"),
+        (lambda q, k, v: (q[0], k, v), "q: must be a 4D"),
+        (lambda q, k, v: (q.transpose(1, 2), k, v), "q: must be contiguous"),
+        (lambda q, k, v: (q[..., :32].contiguous(), k[..., :32].contiguous(), v), "head dims"),
+        (lambda q, k, v: (q, k[..., :32].contiguous(), v), "k: head_dim must equal"),
+        (lambda q, k, v: (q, k[:, :3].contiguous(), v), "v: \\(batch, seqlen_k, heads_kv\\)"),
+        (lambda q, k, v: (torch.cat([q, q[:, :, :1]], 2), k, v), "k: heads_kv=2 must divide"),
+        (lambda q, k, v: (q, torch.cat([k, k]), torch.cat([v, v])), "k, v: batch"),
+    ],
+)
+def test_bad_arguments_name_the_argument(change, match):
+    with pytest.raises(ValueError, match=match):
+        flash_attn_func(*change(*_qkv()))
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, math.inf, math.nan])
+def test_bad_softmax_scale(scale):
+    with pytest.raises(ValueError, match="softmax_scale"):
+        flash_attn_func(*_qkv(), softmax_scale=scale)
+
+
+@pytest.mark.parametrize("d, dv", HEAD_DIMS)
+def test_fake_shapes_without_a_gpu(d, dv):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        out, lse = flash_attn_func(*_qkv(b=2, sq=5, sk=7, hq=4, hk=2, d=d, dv=dv), causal=True)
+        assert out.shape == (2, 5, 4, dv) and out.dtype == torch.bfloat16
+        assert lse.shape == (2, 4, 5) and lse.dtype == torch.float32
+
+
+@pytest.mark.parametrize("d, dv", HEAD_DIMS)
+def test_tiles_fit_shared_memory(d, dv):
+    bn, stages = pick_tiles(d, dv)
+    assert bn % 16 == 0 and stages >= 2
+    assert BM * d * 2 + stages * bn * (d + dv) * 2 <= 227 * 1024 - 1024
+
+
+def test_unsupported_head_dim_is_refused():
+    with pytest.raises(ValueError, match="head dims"):
+        pick_tiles(96, 96)
+
+
+@pytest.mark.parametrize("bn", [64, 128])
+def test_score_slices_are_the_a_fragment_of_p_v(bn):
+    """The kernel feeds S registers 8 kk .. 8 kk + 7 (rounded to 16 bits) as the A operand
+    of P V's k-step kk: they must hold the same (row, key) cells."""
+    for t in range(128):
+        for kk in range(bn // 16):
+            for half in range(8):
+                row, k = a_coord(t, half)
+                assert acc_coord(t, 8 * kk + half) == (row, 16 * kk + k)
+
+
+@pytest.mark.parametrize("sq, sk", [(1, 1), (128, 128), (333, 517), (517, 333), (1, 777)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_kv_block_count_covers_every_visible_key(sq, sk, causal):
+    bn = 128
+    for mb in range(-(-sq // BM)):
+        n = num_kv_blocks(mb, sq, sk, bn, causal)
+        rows = range(mb * BM, min(sq, (mb + 1) * BM))
+        last = max(min(sk - 1, r + sk - sq) if causal else sk - 1 for r in rows)
+        assert n == (last // bn + 1 if last >= 0 else 0)
+
+
+def _online_softmax_model(q, k, v, scale, causal, bn):
+    """The consumer loop of ``_attention_tirx`` in torch fp32, one K/V block at a time."""
+    sq, sk = q.shape[0], k.shape[0]
+    scale_log2 = scale * math.log2(math.e)
+    m = torch.full((sq,), -math.inf)
+    lsum = torch.zeros(sq)
+    o = torch.zeros(sq, v.shape[1])
+    rows = torch.arange(sq)[:, None]
+    for it in range(num_kv_blocks(0, sq, sk, bn, causal) if sq <= BM else -(-sk // bn)):
+        cols = it * bn + torch.arange(bn)[None, :]
+        kb = torch.zeros(bn, k.shape[1])
+        vb = torch.zeros(bn, v.shape[1])
+        kb[: max(0, min(bn, sk - it * bn))] = k[it * bn : (it + 1) * bn]
+        vb[: max(0, min(bn, sk - it * bn))] = v[it * bn : (it + 1) * bn]
+        s = q @ kb.T
+        bad = cols >= sk
+        if causal:
+            bad = bad | (cols > rows + sk - sq)
+        s = s.masked_fill(bad, -math.inf)
+        mx = torch.maximum(m, s.max(dim=1).values)
+        msc = torch.where(mx == -math.inf, torch.zeros(()), mx * scale_log2)
+        corr = torch.exp2(m * scale_log2 - msc)
+        m = mx
+        p = torch.exp2(s * scale_log2 - msc[:, None])
+        lsum = lsum * corr + p.sum(1)
+        o = o * corr[:, None] + p @ vb
+    empty = (lsum == 0) | lsum.isnan()
+    inv = torch.where(empty, torch.zeros(()), 1 / lsum)
+    lse = torch.where(empty, torch.full((), -math.inf), m * scale + torch.log(lsum))
+    return o * inv[:, None], lse
+
+
+@pytest.mark.parametrize("sq, sk", [(1, 1), (100, 100), (100, 37), (37, 100), (1, 300)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_online_softmax_model_matches_reference(sq, sk, causal):
+    g = torch.Generator().manual_seed(sq * 1000 + sk)
+    q, k, v = (torch.randn(n, 64, generator=g) for n in (sq, sk, sk))
+    scale = 64**-0.5
+    out, lse = _online_softmax_model(q, k, v, scale, causal, bn=32)
+    want, want_lse = fa.reference(
+        q[None, :, None], k[None, :, None], v[None, :, None], scale, causal
+    )
+    torch.testing.assert_close(out, want[0, :, 0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(lse, want_lse[0, 0], atol=1e-5, rtol=1e-5)
+    if causal and sq > sk:  # rows that see no key: out 0, lse -inf (hopper/softmax.h)
+        assert torch.isneginf(lse[: sq - sk]).all() and (out[: sq - sk] == 0).all()
+
+
+def test_check_out_fails_on_a_wrong_output():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 40, 2, 64, generator=g).bfloat16() for _ in range(3))
+    want, _ = fa.reference(q, k, v, 0.125, True)
+    low, _ = fa.reference(q, k, v, 0.125, True, upcast=False)
+    fa.check_out(want.bfloat16(), want, low)
+    with pytest.raises(AssertionError, match="out: max error"):
+        fa.check_out((want * 1.1).bfloat16(), want, low)
+
+
+def test_check_lse_fails_on_misplaced_neg_inf():
+    want = torch.tensor([-math.inf, 1.0, 2.0])
+    fa.check_lse(want.clone(), want)
+    with pytest.raises(AssertionError, match="-inf"):
+        fa.check_lse(torch.tensor([0.0, 1.0, 2.0]), want)
+    with pytest.raises(AssertionError, match="max error"):
+        fa.check_lse(torch.tensor([-math.inf, 1.1, 2.0]), want)
