@@ -1,0 +1,30 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""TIRx ports of DeepGEMM's sm90 FP8 GEMMs (MIT), with DeepGEMM's Python API.
+
+``from tirx_kernels.deepgemm import fp8_gemm_nt`` loads its op module on first use (PEP
+562): the plugin registry imports this package to list kernels, and listing must not import
+torch or the compiler.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# public name -> the op module (of this package) that defines it
+_PUBLIC: dict[str, str] = {}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC})
