@@ -12,7 +12,10 @@ from __future__ import annotations
 import importlib
 
 # public name -> the op module (of this package) that defines it
-_PUBLIC: dict[str, str] = {}
+_PUBLIC = {
+    "fp8_gemm_nt": "fp8_gemm",
+    "get_mn_major_tma_aligned_tensor": "fp8_gemm",
+}
 
 __all__ = sorted(_PUBLIC)
 
