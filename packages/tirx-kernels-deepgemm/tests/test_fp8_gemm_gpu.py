@@ -29,7 +29,17 @@ def test_every_m_through_one_kernel(M):
     want = kernel.reference(aq, sfa, bq, sfb)
     assert torch.isfinite(d).all()
     assert calc_diff(d, want) <= kernel.MAX_DIFF
-    assert compiled_fp8_gemm_nt.cache_info().currsize == 1
+    assert compiled_fp8_gemm_nt.cache_info().currsize == 1  # N tile 64 for all of them
+
+
+@pytest.mark.parametrize("bn", [128, 64])
+@pytest.mark.parametrize("M", [1, 300])
+def test_both_n_tiles(M, bn):
+    aq, sfa, bq, sfb, d = kernel.prepare_data(M, 384, 256, seed=M)
+    sfa_t = sfa.as_strided((sfa.shape[1], sfa.stride(1)), (sfa.stride(1), 1))
+    compiled_fp8_gemm_nt(384, 256, bn)(aq, bq, sfa_t, sfb, d)
+    want = kernel.reference(aq, sfa, bq, sfb)
+    assert calc_diff(d, want) <= kernel.MAX_DIFF
 
 
 def test_row_major_sfa_gives_the_same_result_and_m0_is_a_no_op():

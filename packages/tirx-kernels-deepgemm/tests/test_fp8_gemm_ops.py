@@ -129,18 +129,28 @@ def test_reference_applies_block_scales():
     assert torch.equal(got[:, 0], want) and torch.equal(got[:, 127], want)
 
 
-def test_ring_fits_shared_memory():
-    stages = schedule.pick_stages()
-    assert 2 <= stages <= schedule.MAX_STAGES
-    assert stages * 2 * schedule.TILE_BYTES <= schedule.SMEM_BUDGET
+@pytest.mark.parametrize("bn", schedule.BNS)
+def test_ring_fits_shared_memory(bn):
+    stages = schedule.pick_stages(bn)
+    assert 4 <= stages <= schedule.MAX_STAGES
+    assert stages * (schedule.A_BYTES + bn * schedule.BK) <= schedule.SMEM_BUDGET
+
+
+def test_skinny_m_takes_the_narrow_n_tile():
+    assert schedule.pick_bn(4096, 4096, 132) == 128
+    assert schedule.pick_bn(128, 4096, 132) == 64
+    assert schedule.pick_bn(1, 7168, 132) == 64
+    assert schedule.pick_bn(512, 4224, 132) == 128  # 4 x 33 tiles: every SM has one
 
 
 def test_kernel_issues_e4m3_k32_wgmma_and_takes_a_runtime_m():
     from tirx_kernels.core import toolchain
     from tirx_kernels.deepgemm._gemm_tirx import make_fp8_gemm_nt
 
-    src = toolchain.cuda_source(toolchain.compile(make_fp8_gemm_nt(256, 384)))
+    src = toolchain.cuda_source(toolchain.compile(make_fp8_gemm_nt(256, 384, 128)))
     assert "m64n128k32_f32_e4m3_e4m3" in src
+    narrow = toolchain.cuda_source(toolchain.compile(make_fp8_gemm_nt(256, 384, 64)))
+    assert "m64n64k32_f32_e4m3_e4m3" in narrow
     assert "int M" in src and "int MP" in src  # one kernel for every M
     with pytest.raises(ValueError, match="K must be a positive multiple of 128"):
         make_fp8_gemm_nt(256, 200)

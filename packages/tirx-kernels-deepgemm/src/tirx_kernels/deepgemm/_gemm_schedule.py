@@ -6,20 +6,20 @@
 """Schedule choices of the sm90 FP8 1D2D GEMM (upstream: csrc/jit_kernels/heuristics/sm90.hpp).
 
 Upstream picks BLOCK_M in {64, 128, 256}, BLOCK_N in 16..256 and a TMA multicast per shape;
-this first port fixes BLOCK_M = BLOCK_N = BLOCK_K = 128 (BLOCK_K = 128 is the scale
-granularity, which upstream requires too) and sizes the ring by shared memory, so one
-compiled kernel serves every M of an (N, K).
+this port fixes BLOCK_M = BLOCK_K = 128 (BLOCK_K = 128 is the scale granularity, which
+upstream requires too), picks BLOCK_N 128 or 64 at run time from M (two compiled kernels per
+(N, K) at most, each serving every M) and sizes the ring by shared memory.
 """
 
 from __future__ import annotations
 
 import functools
 
-BM, BN, BK = 128, 128, 128
-GRAN_K = 128  # 1x128 (A) and 128x128 (B) scale blocks
-TILE_BYTES = BM * BK  # one e4m3 K-block of A (or B, BN == BM)
+BM, BK = 128, 128
+BNS = (128, 64)  # BLOCK_N choices: a 128-column scale block holds whole tiles of either
+A_BYTES = BM * BK  # one e4m3 K-block of A
 SMEM_BUDGET = 227 * 1024 - 2048  # opt-in dynamic smem minus barriers and slack
-MAX_STAGES = 6
+MAX_STAGES = 8
 GROUP_M = 8  # M tiles per raster group (L2 reuse of B)
 
 
@@ -35,6 +35,12 @@ def num_sms() -> int:
     return 132
 
 
-def pick_stages() -> int:
+def pick_bn(M: int, N: int, num_sms: int) -> int:
+    """128 when 128 x 128 tiles give every SM one, else 64 (skinny M: twice the CTAs
+    stream B, which bounds these shapes)."""
+    return 128 if -(-M // BM) * (N // 128) >= num_sms else 64
+
+
+def pick_stages(bn: int) -> int:
     """The deepest (A, B) K-block ring that fits shared memory (capped)."""
-    return min(MAX_STAGES, SMEM_BUDGET // (2 * TILE_BYTES))
+    return min(MAX_STAGES, SMEM_BUDGET // (A_BYTES + bn * BK))

@@ -18,15 +18,16 @@ Operands: A (M, K) e4m3 and B (N, K) e4m3, both K-major; ``sfa_t`` (K/128, MP >=
 holds A's 1x128 scales MN-major (``sfa_t[kb, m] = sfa[m, kb]``; MP is the row stride: M, or
 M rounded up to 4 in upstream's ``get_mn_major_tma_aligned_tensor`` layout); ``sfb``
 (N/128, K/128) fp32 holds B's 128x128 scales; D (M, N) bf16. M is a run-time size
-(``T.dynamic``): one kernel per (N, K). N % 128 == 0 and K % 128 == 0 (see ``fp8_gemm.py``
+(``T.dynamic``): one kernel per (N, K, BN). N % 128 == 0 and K % 128 == 0 (see ``fp8_gemm.py``
 for what upstream allows).
 
 Schedule (upstream's, reduced): 384 threads. Warpgroup 0 is the producer (``setmaxnreg``
-40): one thread TMA-loads the A and B K-blocks (128 x 128 e4m3 each, 128B swizzle) into a
-full/empty mbarrier ring. Warpgroups 1 and 2 (``setmaxnreg`` 232) each own 64 rows of the
-128 x 128 tile: per K block they read their two rows' A scales and the tile's B scale from
-global memory (before waiting for the data), issue 4 wgmmas, wait for them, free the slot
-and promote. Persistent grid (one CTA per SM), tiles in grouped order; the epilogue stores
+40): one thread TMA-loads the A and B K-blocks (128 x 128 and BN x 128 e4m3, 128B swizzle)
+into a full/empty mbarrier ring. Warpgroups 1 and 2 (``setmaxnreg`` 232) each own 64 rows
+of the 128 x BN tile (BN = 128, or 64 for skinny M): per K block they read their two rows'
+A scales and the tile's B scale (a 128-column scale block holds the whole tile) from global
+memory before waiting for the data, issue 4 wgmmas ``m64nBNk32``, wait for them, free the
+slot and promote. Persistent grid (one CTA per SM), tiles in grouped order; the epilogue stores
 bf16 pairs from registers, clipped at M.
 """
 
@@ -39,7 +40,7 @@ from tirx_kernels.core.sm90.layouts import Swizzle
 from tirx_kernels.core.sm90.wgmma import kmajor_descriptor_base, kstep_offset
 from tirx_kernels.core.toolchain import T
 
-from ._gemm_schedule import BK, BM, BN, GROUP_M, TILE_BYTES, pick_stages
+from ._gemm_schedule import A_BYTES, BK, BM, BNS, GROUP_M, pick_stages
 from ._gemm_schedule import num_sms as default_num_sms
 
 FP8 = "float8_e4m3fn"
@@ -57,16 +58,26 @@ def check_domain(N: int, K: int) -> None:
 
 
 @functools.cache
-def make_fp8_gemm_nt(N: int, K: int, num_sms: int | None = None, stages: int | None = None):
-    """The PrimFunc ``(a, b, sfa_t, sfb, d)`` for one (N, K); M is a run-time size."""
+def make_fp8_gemm_nt(
+    N: int, K: int, bn: int = 128, num_sms: int | None = None, stages: int | None = None
+):
+    """The PrimFunc ``(a, b, sfa_t, sfb, d)`` for one (N, K) and N tile ``bn`` (128 or 64);
+    M is a run-time size."""
     check_domain(N, K)
+    if bn not in BNS:
+        raise ValueError(f"fp8_gemm_nt: bn must be one of {BNS}, got {bn!r}")
+    BN = bn
+    B_BYTES = BN * BK
     num_sms = num_sms or default_num_sms()
-    stages = stages or pick_stages()
-    smem = stages * 2 * TILE_BYTES
+    stages = stages or pick_stages(BN)
+    smem = stages * (A_BYTES + B_BYTES)
     kb_count, nb_count = K // BK, N // BN
+    sf_n_count = N // 128
     mode = Swizzle.B128
     desc = kmajor_descriptor_base(mode, BM)
-    steps = [kstep_offset(k, rows=BM, elem_bytes=1, mode=mode) for k in range(BK // _MMA_K)]
+    desc_b = kmajor_descriptor_base(mode, BN)
+    a_steps = [kstep_offset(k, rows=BM, elem_bytes=1, mode=mode) for k in range(BK // _MMA_K)]
+    b_steps = [kstep_offset(k, rows=BN, elem_bytes=1, mode=mode) for k in range(BK // _MMA_K)]
     M = T.dynamic("M")
     MP = T.dynamic("MP")  # sfa_t row stride: M, or M rounded up (TMA-aligned layout)
 
@@ -75,7 +86,7 @@ def make_fp8_gemm_nt(N: int, K: int, num_sms: int | None = None, stages: int | N
         A: T.Tensor((M, K), FP8, align=16),
         B: T.Tensor((N, K), FP8, align=16),
         SFA: T.Tensor((kb_count, MP), "float32", align=4),
-        SFB: T.Tensor((nb_count, kb_count), "float32", align=4),
+        SFB: T.Tensor((sf_n_count, kb_count), "float32", align=4),
         D: T.Tensor((M, N), "bfloat16", align=16),
     ):
         T.device_entry(
@@ -101,11 +112,11 @@ def make_fp8_gemm_nt(N: int, K: int, num_sms: int | None = None, stages: int | N
                     tm, tn = dsl.grouped_tile(t, num_m, nb_count, GROUP_M)
                     for kb in T.serial(kb_count):
                         ring.producer_acquire()
-                        ring.producer_expect(2 * TILE_BYTES)
-                        sa = dsl.smem_view(arena, ring.stage * TILE_BYTES, (BM, BK), FP8, mode)
+                        ring.producer_expect(A_BYTES + B_BYTES)
+                        sa = dsl.smem_view(arena, ring.stage * A_BYTES, (BM, BK), FP8, mode)
                         dsl.tma_load_tile(sa, A, ring.full_bar(), (tm * BM, kb * BK), mode, 1)
                         sb = dsl.smem_view(
-                            arena, (stages + ring.stage) * TILE_BYTES, (BN, BK), FP8, mode
+                            arena, stages * A_BYTES + ring.stage * B_BYTES, (BN, BK), FP8, mode
                         )
                         dsl.tma_load_tile(sb, B, ring.full_bar(), (tn * BN, kb * BK), mode, 1)
                         ring.advance()
@@ -128,18 +139,16 @@ def make_fp8_gemm_nt(N: int, K: int, num_sms: int | None = None, stages: int | N
                 for i in T.unroll(BN // 2):
                     final[i] = T.float32(0)
                 for kb in T.serial(kb_count):
-                    sfb = SFB[tn, kb]
+                    sfb = SFB[T.truncdiv(tn * BN, 128), kb]
                     scale[0] = SFA[kb, row0] * sfb
                     scale[1] = SFA[kb, row1] * sfb
                     ring.consumer_wait()
-                    da = dsl.descriptor(
-                        desc, base + T.cast(ring.stage * TILE_BYTES, "uint32") + a_wg
-                    )
+                    da = dsl.descriptor(desc, base + T.cast(ring.stage * A_BYTES, "uint32") + a_wg)
                     db = dsl.descriptor(
-                        desc, base + T.cast((stages + ring.stage) * TILE_BYTES, "uint32")
+                        desc_b, base + T.cast(stages * A_BYTES + ring.stage * B_BYTES, "uint32")
                     )
                     dsl.wgmma_fence()
-                    dsl.mma_ksteps(acc, da, db, steps, steps, T.bool(False), BN, FP8)
+                    dsl.mma_ksteps(acc, da, db, a_steps, b_steps, T.bool(False), BN, FP8)
                     dsl.wgmma_commit()
                     dsl.wgmma_wait(0)
                     if lane == 0:

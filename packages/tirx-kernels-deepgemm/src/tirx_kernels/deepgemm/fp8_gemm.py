@@ -12,7 +12,8 @@ scale per 1x128 block of ``a`` (row-major, or MN-major as
 ``get_mn_major_tma_aligned_tensor`` returns it, read in place); ``sfb`` (N/128, K/128) fp32
 one per 128x128 block of ``b``; ``d`` (M, N) bf16, written.
 ``torch.ops.tirx_kernels.deepgemm_fp8_gemm_nt(d, a, sfa, b, sfb)`` is the PyTorch op (eager,
-CUDA graphs, ``torch.compile``). One kernel per (N, K) serves every M (compiled on first use).
+CUDA graphs, ``torch.compile``). M is a run-time size: at most two kernels per (N, K)
+(N tile 128, or 64 for skinny M; compiled on first use) serve every M.
 
 Domain. Upstream (sm90, this recipe) needs K-major e4m3 A/B, bf16 D without C
 accumulation, 16-byte aligned rows (K % 16 == 0 for the TMA descriptors of A/B; N % 8 == 0
@@ -31,6 +32,7 @@ import torch
 from tirx_kernels.core import toolchain
 from tirx_kernels.core.ops import public_op
 
+from ._gemm_schedule import num_sms, pick_bn
 from ._gemm_tirx import make_fp8_gemm_nt
 from ._quant import get_mn_major_tma_aligned_tensor
 
@@ -40,9 +42,9 @@ _FN = "fp8_gemm_nt"
 
 
 @functools.cache
-def compiled_fp8_gemm_nt(N: int, K: int):
-    """The kernel for one (N, K), compiled once; called as ``(a, b, sfa_t, sfb, d)``."""
-    return toolchain.compile(make_fp8_gemm_nt(N, K))
+def compiled_fp8_gemm_nt(N: int, K: int, bn: int):
+    """The kernel for one (N, K, N tile), compiled once; called as ``(a, b, sfa_t, sfb, d)``."""
+    return toolchain.compile(make_fp8_gemm_nt(N, K, bn))
 
 
 def _memory(name: str, t: torch.Tensor, device: int, contiguous: bool = True) -> None:
@@ -135,7 +137,8 @@ def _fp8_gemm_nt(
     M, N, K = _check(d, a, sfa, b, sfb)
     if M == 0:
         return
-    compiled_fp8_gemm_nt(N, K)(a, b, _sfa_mn_major(sfa), sfb.contiguous(), d)
+    kernel = compiled_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms()))
+    kernel(a, b, _sfa_mn_major(sfa), sfb.contiguous(), d)
 
 
 def fp8_gemm_nt(

@@ -10,7 +10,7 @@ sm90_fp8_gemm_1d2d.cuh``; API ``csrc/apis/gemm.hpp``; test recipe ``tests/test_f
 a (M, K) and b (N, K) are float8_e4m3fn with fp32 scales per 1x128 block of a (sfa) and
 per 128x128 block of b (sfb); each K block's exact e4m3 products are summed in fp32 by the
 tensor cores, scaled by sfa * sfb and added into an fp32 accumulator, rounded once to bf16.
-Domain: N, K multiples of 128, any M (one kernel per (N, K)). The public op is
+Domain: N, K multiples of 128, any M (a kernel per (N, K, N tile)). The public op is
 ``tirx_kernels.deepgemm.fp8_gemm_nt`` (``torch.ops.tirx_kernels.deepgemm_fp8_gemm_nt``);
 schedule in ``_gemm_tirx``. run_test checks it with DeepGEMM's ``calc_diff`` against the fp32
 product of the dequantized fp8 data; run_bench times it beside ``deep_gemm.fp8_gemm_nt``
@@ -24,6 +24,7 @@ import unittest
 import torch
 
 from tirx_kernels.core import testing, toolchain
+from tirx_kernels.deepgemm._gemm_schedule import num_sms, pick_bn
 from tirx_kernels.deepgemm._gemm_tirx import make_fp8_gemm_nt
 from tirx_kernels.deepgemm._quant import (
     calc_diff,
@@ -70,8 +71,8 @@ BENCH_CONFIGS = [
 ]
 
 
-def get_kernel(N, K, **_):
-    return make_fp8_gemm_nt(N, K)
+def get_kernel(M, N, K, **_):
+    return make_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms()))
 
 
 def prepare_data(M, N, K, seed=0, **_):
@@ -98,7 +99,7 @@ def run_test(M, N, K, **_):
     """The public op vs the dequantized fp32 product (calc_diff <= 1e-5, no NaN); without an
     sm_90a GPU, compile to a cubin and skip."""
     if toolchain.gpu_arch() not in KERNEL_META["archs"]:
-        toolchain.compile_cubin(make_fp8_gemm_nt(N, K))
+        toolchain.compile_cubin(get_kernel(M, N, K))
         raise unittest.SkipTest(f"compiled to a cubin; no {KERNEL_META['archs']} GPU to run on")
     aq, sfa, bq, sfb, d = prepare_data(M, N, K)
     fp8_gemm_nt((aq, sfa), (bq, sfb), d)
