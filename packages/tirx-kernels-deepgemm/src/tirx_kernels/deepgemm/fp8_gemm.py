@@ -30,6 +30,7 @@ import functools
 import torch
 
 from tirx_kernels.core import toolchain
+from tirx_kernels.core.args import check_memory
 from tirx_kernels.core.ops import public_op
 
 from ._gemm_schedule import num_sms, pick_bn
@@ -45,23 +46,6 @@ _FN = "fp8_gemm_nt"
 def compiled_fp8_gemm_nt(N: int, K: int, bn: int):
     """The kernel for one (N, K, N tile), compiled once; called as ``(a, b, sfa_t, sfb, d)``."""
     return toolchain.compile(make_fp8_gemm_nt(N, K, bn))
-
-
-def _memory(name: str, t: torch.Tensor, device: int, contiguous: bool = True) -> None:
-    on = t.get_device()
-    if on < 0:
-        raise ValueError(
-            f"{_FN}: {name} must be a CUDA tensor, got {t.device}; move it with .cuda()"
-        )
-    if on != device:
-        raise ValueError(
-            f"{_FN}: {name} must be on a's device cuda:{device}, got {t.device}; "
-            f"move it with .to('cuda:{device}')"
-        )
-    if contiguous and not t.is_contiguous():
-        raise ValueError(f"{_FN}: {name} must be contiguous (K-major); pass .contiguous()")
-    if contiguous and t.data_ptr() % 16:
-        raise ValueError(f"{_FN}: {name} must be 16-byte aligned; pass .clone()")
 
 
 def _dtype(name: str, t: torch.Tensor, want: torch.dtype, fix: str) -> None:
@@ -110,11 +94,10 @@ def _check(d, a, sfa, b, sfb) -> tuple[int, int, int]:
     if tuple(d.shape) != (M, N):
         raise ValueError(f"{_FN}: d must be (M, N) = ({M}, {N}), got {tuple(d.shape)}")
     device = a.get_device()
-    _memory("a", a, device)
-    _memory("b", b, device)
-    _memory("d", d, device)
-    _memory("sfa", sfa, device, contiguous=False)
-    _memory("sfb", sfb, device, contiguous=False)
+    for name, t in (("a", a), ("b", b), ("d", d)):
+        check_memory(_FN, name, t, device)
+    check_memory(_FN, "sfa", sfa, device, contiguous=False)
+    check_memory(_FN, "sfb", sfb, device, contiguous=False)
     return M, N, K
 
 
