@@ -22,6 +22,7 @@ TMA_LOAD_2D_MULTICAST = (
 )
 
 _AB = {"bfloat16": "bf16", "float16": "f16"}
+_F8 = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}  # k32 wgmma, K-major only
 _CVT = {"bfloat16": "bf16x2", "float16": "f16x2"}
 
 
@@ -99,10 +100,12 @@ def descriptor(base: int, addr):
 
 
 def mma_op(n: int, ab_dtype: str):
-    """The ``wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab}`` instruction (SS form)."""
+    """The ``wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab}`` instruction (SS form);
+    for an fp8 ``ab_dtype`` the ``m64n{n}k32`` one (same 32-byte K step)."""
     acc_regs(n)
-    chain = getattr(T.ptx.wgmma.mma_async.sync.aligned, f"m64n{n}k16").f32
-    ab = _AB[ab_dtype]
+    k = 32 if ab_dtype in _F8 else 16
+    chain = getattr(T.ptx.wgmma.mma_async.sync.aligned, f"m64n{n}k{k}").f32
+    ab = _F8[ab_dtype] if ab_dtype in _F8 else _AB[ab_dtype]
     return getattr(getattr(chain, ab), ab)
 
 
@@ -110,9 +113,14 @@ def mma_op(n: int, ab_dtype: str):
 def mma_ss(acc, da, db, scale_d, n, ab_dtype):
     """acc[64 x n] (+)= A(desc da)[64 x 16] @ B(desc db)[n x 16]^T; scale_d=False overwrites.
 
-    Both operands K-major in shared memory (no transpose bits).
+    Both operands K-major in shared memory (no transpose bits; fp8 has none: 64 x 32 tiles).
     """
-    mma_op(n, ab_dtype)(*[acc[i] for i in range(n // 2)], da, db, T.ptx.pred(scale_d), 1, 1, 0, 0)
+    if T.constexpr(ab_dtype in _F8):
+        mma_op(n, ab_dtype)(*[acc[i] for i in range(n // 2)], da, db, T.ptx.pred(scale_d), 1, 1)
+    else:
+        mma_op(n, ab_dtype)(
+            *[acc[i] for i in range(n // 2)], da, db, T.ptx.pred(scale_d), 1, 1, 0, 0
+        )
 
 
 def mma_ksteps(acc, da, db, a_steps, b_steps, accumulate, n, ab_dtype):

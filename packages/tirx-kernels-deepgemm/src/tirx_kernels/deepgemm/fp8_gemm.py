@@ -1,0 +1,146 @@
+# This file is a TIRx port of code from DeepGEMM
+# (https://github.com/deepseek-ai/DeepGEMM @ 54e22612409371d6364144b69086735beb54e98b),
+# Copyright (c) 2025 DeepSeek.
+# SPDX-License-Identifier: Apache-2.0 AND MIT
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The public op ``fp8_gemm_nt((a, sfa), (b, sfb), d)``: DeepGEMM's API on sm90 (1D2D).
+
+``d[M, N] = (a * sfa) @ (b * sfb).T`` in bf16, from ``csrc/apis/gemm.hpp``
+(``fp8_fp4_gemm_nt``, the sm90 fp32-scale branch) and ``csrc/apis/layout.hpp``: ``a`` (M, K)
+and ``b`` (N, K) are float8_e4m3fn, K-major (contiguous); ``sfa`` (M, K/128) fp32 holds one
+scale per 1x128 block of ``a`` (row-major, or MN-major as
+``get_mn_major_tma_aligned_tensor`` returns it, read in place); ``sfb`` (N/128, K/128) fp32
+one per 128x128 block of ``b``; ``d`` (M, N) bf16, written.
+``torch.ops.tirx_kernels.deepgemm_fp8_gemm_nt(d, a, sfa, b, sfb)`` is the PyTorch op (eager,
+CUDA graphs, ``torch.compile``). M is a run-time size: at most two kernels per (N, K)
+(N tile 128, or 64 for skinny M; compiled on first use) serve every M.
+
+Domain. Upstream (sm90, this recipe) needs K-major e4m3 A/B, bf16 D without C
+accumulation, 16-byte aligned rows (K % 16 == 0 for the TMA descriptors of A/B; N % 8 == 0
+for D's and the kernel's device assert) and handles N, K tails by ceil-division and TMA
+zero fill. This port needs N % 128 == 0 and K % 128 == 0 (whole scale blocks; DeepSeek's
+shapes all are), M >= 0 (M == 0 returns at once, as upstream's early return), and
+M * K, M * N < 2^31. Anything else raises ValueError naming the argument.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from tirx_kernels.core import toolchain
+from tirx_kernels.core.args import check_memory
+from tirx_kernels.core.ops import public_op
+
+from ._gemm_schedule import num_sms, pick_bn
+from ._gemm_tirx import make_fp8_gemm_nt
+from ._quant import get_mn_major_tma_aligned_tensor
+
+__all__ = ["compiled_fp8_gemm_nt", "fp8_gemm_nt", "get_mn_major_tma_aligned_tensor"]
+
+_FN = "fp8_gemm_nt"
+
+
+@functools.cache
+def compiled_fp8_gemm_nt(N: int, K: int, bn: int):
+    """The kernel for one (N, K, N tile), compiled once; called as ``(a, b, sfa_t, sfb, d)``."""
+    return toolchain.compile(make_fp8_gemm_nt(N, K, bn))
+
+
+def _dtype(name: str, t: torch.Tensor, want: torch.dtype, fix: str) -> None:
+    if t.dtype != want:
+        raise ValueError(f"{_FN}: {name} must be {want}, got {t.dtype}; {fix}")
+
+
+def _check(d, a, sfa, b, sfb) -> tuple[int, int, int]:
+    """(M, N, K) of valid arguments; ValueError naming the argument and the fix."""
+    quant = "quantize it with per_token_cast_to_fp8 / per_block_cast_to_fp8"
+    _dtype("a", a, torch.float8_e4m3fn, quant)
+    _dtype("b", b, torch.float8_e4m3fn, quant)
+    _dtype("sfa", sfa, torch.float32, "the sm90 1D2D recipe takes fp32 scales")
+    _dtype("sfb", sfb, torch.float32, "the sm90 1D2D recipe takes fp32 scales")
+    _dtype("d", d, torch.bfloat16, "allocate it with torch.empty(M, N, dtype=torch.bfloat16)")
+    if a.dim() != 2:
+        raise ValueError(f"{_FN}: a must be 2-D (M, K), got shape {tuple(a.shape)}")
+    if b.dim() != 2 or b.shape[1] != a.shape[1]:
+        raise ValueError(
+            f"{_FN}: b must be 2-D (N, K) with a's K = {a.shape[1]} (NT: d = a @ b.T), "
+            f"got shape {tuple(b.shape)}"
+        )
+    (M, K), N = a.shape, b.shape[0]
+    if K % 128 or K == 0:
+        raise ValueError(
+            f"{_FN}: K = a.shape[1] must be a positive multiple of 128 (whole 1x128 scale "
+            f"blocks), got {K}; zero-pad a and b along K"
+        )
+    if N % 128 or N == 0:
+        raise ValueError(
+            f"{_FN}: N = b.shape[0] must be a positive multiple of 128 (whole 128x128 scale "
+            f"blocks), got {N}; zero-pad b with rows and slice d's columns"
+        )
+    if max(M * K, M * N) >= 2**31:
+        raise ValueError(f"{_FN}: a and d must have < 2^31 elements, got M={M}; split a's rows")
+    if tuple(sfa.shape) != (M, K // 128):
+        raise ValueError(
+            f"{_FN}: sfa must be (M, K/128) = ({M}, {K // 128}) (one scale per 1x128 block "
+            f"of a), got {tuple(sfa.shape)}"
+        )
+    if tuple(sfb.shape) != (N // 128, K // 128):
+        raise ValueError(
+            f"{_FN}: sfb must be (N/128, K/128) = ({N // 128}, {K // 128}) (one scale per "
+            f"128x128 block of b), got {tuple(sfb.shape)}"
+        )
+    if tuple(d.shape) != (M, N):
+        raise ValueError(f"{_FN}: d must be (M, N) = ({M}, {N}), got {tuple(d.shape)}")
+    device = a.get_device()
+    for name, t in (("a", a), ("b", b), ("d", d)):
+        check_memory(_FN, name, t, device)
+    check_memory(_FN, "sfa", sfa, device, contiguous=False)
+    check_memory(_FN, "sfb", sfb, device, contiguous=False)
+    return M, N, K
+
+
+def _sfa_mn_major(sfa: torch.Tensor) -> torch.Tensor:
+    """sfa (M, KB) as a (KB, MP) row-major view: in place when sfa is MN-major with a row
+    stride MP >= M inside its storage (get_mn_major_tma_aligned_tensor's layout), else a copy."""
+    M, kb = sfa.shape
+    mp = sfa.stride(1)
+    if kb > 1 and sfa.stride(0) == 1 and mp >= M:
+        need = (sfa.storage_offset() + kb * mp) * sfa.element_size()
+        if need <= sfa.untyped_storage().nbytes():
+            return sfa.as_strided((kb, mp), (mp, 1))
+    return sfa.t().contiguous()
+
+
+@public_op("deepgemm_fp8_gemm_nt", mutates_args=("d",))
+def _fp8_gemm_nt(
+    d: torch.Tensor, a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor
+) -> None:
+    M, N, K = _check(d, a, sfa, b, sfb)
+    if M == 0:
+        return
+    kernel = compiled_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms()))
+    kernel(a, b, _sfa_mn_major(sfa), sfb.contiguous(), d)
+
+
+def fp8_gemm_nt(
+    a: tuple[torch.Tensor, torch.Tensor],
+    b: tuple[torch.Tensor, torch.Tensor],
+    d: torch.Tensor,
+    c: torch.Tensor | None = None,
+    recipe: tuple[int, int, int] | None = None,
+) -> None:
+    """DeepGEMM's ``fp8_gemm_nt((a, sfa), (b, sfb), d)``: writes ``d = (a*sfa) @ (b*sfb).T``.
+
+    ``c`` (accumulation) is not supported on sm90 upstream either; ``recipe`` may be None or
+    (1, 128, 128), the only sm90 fp32 recipe this port runs.
+    """
+    if c is not None:
+        raise ValueError(f"{_FN}: c must be None (sm90 1D2D writes d without accumulation)")
+    if recipe is not None and tuple(recipe) != (1, 128, 128):
+        raise ValueError(f"{_FN}: recipe must be None or (1, 128, 128), got {recipe!r}")
+    for name, pair in (("a", a), ("b", b)):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise ValueError(f"{_FN}: {name} must be a pair ({name}, sf{name}) of tensors")
+    _fp8_gemm_nt(d, a[0], a[1], b[0], b[1])

@@ -1,0 +1,185 @@
+# This file is a TIRx port of code from DeepGEMM
+# (https://github.com/deepseek-ai/DeepGEMM @ 54e22612409371d6364144b69086735beb54e98b),
+# Copyright (c) 2025 DeepSeek.
+# SPDX-License-Identifier: Apache-2.0 AND MIT
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""FP8 GEMM ``d = (a * sfa) @ (b * sfb)^T`` (NT, bf16 out) for sm_90a: the kernel module.
+
+Port of DeepGEMM's sm90 1D2D kernel (``deep_gemm/include/deep_gemm/impls/
+sm90_fp8_gemm_1d2d.cuh``; API ``csrc/apis/gemm.hpp``; test recipe ``tests/test_fp8_fp4.py``).
+a (M, K) and b (N, K) are float8_e4m3fn with fp32 scales per 1x128 block of a (sfa) and
+per 128x128 block of b (sfb); each K block's exact e4m3 products are summed in fp32 by the
+tensor cores, scaled by sfa * sfb and added into an fp32 accumulator, rounded once to bf16.
+Domain: N, K multiples of 128, any M (a kernel per (N, K, N tile)). The public op is
+``tirx_kernels.deepgemm.fp8_gemm_nt`` (``torch.ops.tirx_kernels.deepgemm_fp8_gemm_nt``);
+schedule in ``_gemm_tirx``. run_test checks it with DeepGEMM's ``calc_diff`` against the fp32
+product of the dequantized fp8 data; run_bench times it beside ``deep_gemm.fp8_gemm_nt``
+(when sgl-deep-gemm is installed) and torch's blockwise ``F.scaled_mm``.
+"""
+
+from __future__ import annotations
+
+import unittest
+
+import torch
+
+from tirx_kernels.core import testing, toolchain
+from tirx_kernels.deepgemm._gemm_schedule import num_sms, pick_bn
+from tirx_kernels.deepgemm._gemm_tirx import make_fp8_gemm_nt
+from tirx_kernels.deepgemm._quant import (
+    calc_diff,
+    get_mn_major_tma_aligned_tensor,
+    per_block_cast_to_fp8,
+    per_token_cast_to_fp8,
+)
+from tirx_kernels.deepgemm.fp8_gemm import fp8_gemm_nt
+
+KERNEL_META = {
+    "name": "deepgemm_fp8_gemm_nt",
+    "category": "deepgemm",
+    "compute_capability": 9,
+    "archs": ["sm_90a"],
+    "description": "FP8 e4m3 GEMM NT with 1x128 / 128x128 fp32 block scales (1D2D), bf16 out",
+    "dtypes": ["float8_e4m3fn"],
+}
+
+PUBLIC_OPS = ("deepgemm_fp8_gemm_nt",)
+
+MAX_DIFF = 1e-5  # calc_diff bound (DeepGEMM's tests use 0.001 vs a bf16 reference)
+
+
+_TEST_SHAPES = [
+    (1, 4096, 4096),
+    (7, 4096, 7168),
+    (129, 128, 128),
+    (333, 256, 384),
+    (128, 7168, 7168),
+    (1000, 2048, 7168),
+    (4096, 4096, 4096),
+    (4096, 7168, 7168),
+]
+_BENCH_SHAPES = [(128, 4096, 4096), (128, 7168, 7168), (4096, 4096, 4096), (4096, 7168, 7168)]
+
+CONFIGS = [
+    {"label": f"e4m3_m{m}_n{n}_k{k}", "dtype": "float8_e4m3fn", "M": m, "N": n, "K": k}
+    for m, n, k in _TEST_SHAPES
+]
+
+BENCH_CONFIGS = [
+    {"label": f"e4m3_m{m}_n{n}_k{k}", "dtype": "float8_e4m3fn", "M": m, "N": n, "K": k}
+    for m, n, k in _BENCH_SHAPES
+]
+
+
+def get_kernel(M, N, K, **_):
+    return make_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms()))
+
+
+def prepare_data(M, N, K, seed=0, **_):
+    """DeepGEMM's test data: a, b ~ N(0, 1) in bf16, cast per token (1x128) and per block
+    (128x128) to e4m3 with fp32 scales; sfa in the MN-major TMA-aligned layout; d = NaN."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(M, K, device="cuda", generator=gen).to(torch.bfloat16)
+    b = torch.randn(N, K, device="cuda", generator=gen).to(torch.bfloat16)
+    aq, sfa = per_token_cast_to_fp8(a)
+    bq, sfb = per_block_cast_to_fp8(b)
+    d = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    return aq, get_mn_major_tma_aligned_tensor(sfa), bq, sfb, d
+
+
+def reference(aq, sfa, bq, sfb):
+    """fp32 product of the dequantized operands (the exact values the kernel multiplies)."""
+    a = aq.float() * sfa.repeat_interleave(128, dim=1)[:, : aq.shape[1]]
+    bs = sfb.repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)
+    b = bq.float() * bs[: bq.shape[0], : bq.shape[1]]
+    return a @ b.t()
+
+
+def run_test(M, N, K, **_):
+    """The public op vs the dequantized fp32 product (calc_diff <= 1e-5, no NaN); without an
+    sm_90a GPU, compile to a cubin and skip."""
+    if toolchain.gpu_arch() not in KERNEL_META["archs"]:
+        toolchain.compile_cubin(get_kernel(M, N, K))
+        raise unittest.SkipTest(f"compiled to a cubin; no {KERNEL_META['archs']} GPU to run on")
+    aq, sfa, bq, sfb, d = prepare_data(M, N, K)
+    fp8_gemm_nt((aq, sfa), (bq, sfb), d)
+    torch.cuda.synchronize()
+    want = reference(aq, sfa, bq, sfb)
+    if not torch.isfinite(d).all():
+        raise AssertionError(f"deepgemm_fp8_gemm_nt M={M} N={N} K={K}: non-finite outputs")
+    diff = calc_diff(d, want)
+    if not diff <= MAX_DIFF:
+        raise AssertionError(
+            f"deepgemm_fp8_gemm_nt M={M} N={N} K={K}: calc_diff {diff:.3g} > {MAX_DIFF}"
+        )
+    max_abs = float((d.float() - want).abs().max())
+    return {"calc_diff": diff, "max_abs_err": max_abs}
+
+
+def _scaled_mm_blockwise():
+    """torch's blockwise ``F.scaled_mm`` (1x128 x 128x128), or None where torch lacks it."""
+    F = torch.nn.functional
+    scaling = getattr(F, "ScalingType", None)
+    if not hasattr(F, "scaled_mm") or scaling is None:
+        return None
+    if not hasattr(scaling, "BlockWise1x128") or not hasattr(scaling, "BlockWise128x128"):
+        return None
+    return F.scaled_mm, scaling
+
+
+def run_bench(M, N, K, **options):
+    """Kernel time (us) of ours, ``deep_gemm.fp8_gemm_nt`` and torch ``F.scaled_mm``."""
+    aq, sfa, bq, sfb, d = prepare_data(M, N, K)
+    references = {}
+    if testing.available("deep_gemm"):
+
+        def build_deep_gemm():
+            import deep_gemm
+
+            out = torch.empty_like(d)
+            return lambda: deep_gemm.fp8_gemm_nt((aq, sfa), (bq, sfb), out)
+
+        references["deep_gemm"] = build_deep_gemm
+    blockwise = _scaled_mm_blockwise()
+    if blockwise is not None:
+
+        def build_scaled_mm():
+            scaled_mm, scaling = blockwise
+            want = reference(aq, sfa, bq, sfb)
+            errors = []
+            # the scale strides torch accepts differ by version: the first layout that runs
+            # and matches the reference is timed
+            for sa in (sfa, sfa.contiguous()):
+                for sw in (sfb, sfb.t().contiguous().t()):
+
+                    def call(sa=sa, sw=sw):
+                        return scaled_mm(
+                            aq,
+                            bq.t(),
+                            sa,
+                            scaling.BlockWise1x128,
+                            sw,
+                            scaling.BlockWise128x128,
+                            output_dtype=torch.bfloat16,
+                        )
+
+                    try:
+                        diff = calc_diff(call(), want)
+                    except (RuntimeError, ValueError) as err:
+                        errors.append(str(err).splitlines()[0])
+                        continue
+                    if diff <= 1e-3:
+                        return call
+                    errors.append(f"calc_diff {diff:.3g}")
+            raise RuntimeError(
+                "F.scaled_mm blockwise: no scale layout worked: " + "; ".join(errors)
+            )
+
+        references["torch_scaled_mm"] = build_scaled_mm
+    return testing.bench(lambda: fp8_gemm_nt((aq, sfa), (bq, sfb), d), references, **options)
+
+
+def public_calls(batch):
+    """Our op and torch's blockwise scaled_mm for ``batch`` x 4096 x 4096 (per-call cost)."""
+    aq, sfa, bq, sfb, d = prepare_data(batch, 4096, 4096)
+    return {"tirx": lambda: fp8_gemm_nt((aq, sfa), (bq, sfb), d)}
