@@ -2,20 +2,27 @@
 # SPDX-FileCopyrightText: Copyright TIRx authors
 """The public op ``torch.ops.tirx_kernels.basic_gemm`` and its wrapper ``gemm`` (a @ b.T).
 
-CPU: registration, argument checks, the fake, Dynamo tracing. GPU (sm_90a; skipped
-elsewhere): the op against an fp32 matmul, eagerly, replayed from a CUDA graph and under
+CPU: registration, argument checks, the fake, Dynamo tracing, run-time M (one compile
+serves every M of a tile config; the generated CUDA takes M as an argument). GPU (sm_90a;
+skipped elsewhere): the op against an fp32 matmul, eagerly, for many M through one
+compiled kernel, every tile config and variant, replayed from a CUDA graph and under
 ``torch.compile(fullgraph=True)``.
 """
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from tirx_kernels.basic._gemm_schedule import CANDIDATES, TileConfig
+from tirx_kernels.basic._gemm_tirx import make_gemm
 from tirx_kernels.basic.gemm import _check as _check_arguments
-from tirx_kernels.basic.gemm import gemm
+from tirx_kernels.basic.gemm import compiled_gemm, gemm, gemm_config
 from tirx_kernels.basic.kernels import gemm as gemm_kernel
+from tirx_kernels.core import toolchain
 from tirx_kernels.core.ops import is_registered
 
 BF16, FP16 = torch.bfloat16, torch.float16
@@ -94,6 +101,34 @@ def test_fullgraph_compile_traces_the_wrapper_into_one_graph_with_the_op():
     assert packet in ops or packet.default in ops
 
 
+def test_one_compile_serves_every_m_of_a_config():
+    """The compile cache is keyed without M: the M values the dispatch maps to one tile
+    config compile once (counted by the cache), and get the same executable."""
+    compiled_gemm.cache_clear()
+    decode = [1, 7, 16, 33, 64]  # all (64, 128) tiles at N = 1024
+    large = [2048, 3000, 4096, 8191]  # all (128, 256) tiles at N = 8192
+    assert {gemm_config(m, 1024) for m in decode} == {TileConfig(64, 128)}
+    assert {gemm_config(m, 8192) for m in large} == {TileConfig(128, 256)}
+    small = {id(compiled_gemm(1024, 512, "bfloat16", gemm_config(m, 1024))) for m in decode}
+    assert len(small) == 1 and compiled_gemm.cache_info().misses == 1
+    big = {id(compiled_gemm(8192, 256, "bfloat16", gemm_config(m, 8192))) for m in large}
+    assert len(big) == 1 and compiled_gemm.cache_info().misses == 2
+    assert compiled_gemm.cache_info().hits == len(decode) + len(large) - 2
+
+
+@pytest.mark.parametrize("config", CANDIDATES, ids=lambda c: f"bm{c.bm}_bn{c.bn}")
+def test_the_generated_cuda_takes_m_as_an_argument(config):
+    """No M constant in the kernel: M is a kernel argument, the tile count, the persistent
+    grid stride and the A box guards are expressions of it; every candidate assembles."""
+    func = make_gemm(1000, 264, "bfloat16", config)
+    src = toolchain.cuda_source(toolchain.compile(func))
+    assert re.search(r"__global__ void .*gemm_kernel\(.*CUtensorMap.*, int M\)", src)
+    bm = config.bm
+    assert f"((M + {bm - 1}) >> {bm.bit_length() - 1})" in src  # ceil(M / bm) M tiles
+    assert re.search(r"ct \+= [^;]*\(M \+ ", src)  # persistent stride min(tiles, SMs)
+    assert len(toolchain.compile_cubin(func)) > 0
+
+
 # ---- GPU ------------------------------------------------------------------------------
 
 
@@ -119,6 +154,41 @@ def test_eager_matches_fp32_reference(M, N, K, dtype):
     _check(gemm(a, b), a, b)
     out = torch.full((M, N), float("nan"), dtype=dtype, device="cuda")
     assert gemm(a, b, out=out) is out
+    _check(out, a, b)
+
+
+@needs_sm90
+def test_one_compiled_kernel_is_right_for_every_m():
+    """Several M, every A box count of bm=64 and both tails, through one compile."""
+    compiled_gemm.cache_clear()
+    for M in (1, 15, 16, 17, 40, 63, 64):
+        a, b = _data(M, 1024, 512, BF16, seed=M)
+        assert gemm_config(M, 1024) == TileConfig(64, 128)
+        _check(gemm(a, b), a, b)
+    assert compiled_gemm.cache_info().misses == 1
+
+
+@needs_sm90
+@pytest.mark.parametrize("config", CANDIDATES, ids=lambda c: f"bm{c.bm}_bn{c.bn}")
+@pytest.mark.parametrize("M", [1, 77, 200, 515])
+def test_every_tile_config_at_ragged_m(config, M):
+    a, b = _data(M, 1000, 264, FP16, seed=M)
+    out = torch.full((M, 1000), float("nan"), dtype=FP16, device="cuda")
+    compiled_gemm(1000, 264, "float16", config)(a, b, out)
+    _check(out, a, b)
+
+
+@needs_sm90
+@pytest.mark.parametrize(
+    "variant", [dict(cluster_m=2), dict(epilogue="direct"), dict(inflight=0)], ids=str
+)
+@pytest.mark.parametrize("M", [1, 333])
+def test_variants_at_run_time_m(variant, M):
+    """The development variants (``make_gemm`` keywords) with run-time M, odd tile rows."""
+    ex = toolchain.compile(make_gemm(520, 264, "bfloat16", TileConfig(128, 128), **variant))
+    a, b = _data(M, 520, 264, BF16)
+    out = torch.full((M, 520), float("nan"), dtype=BF16, device="cuda")
+    ex(a, b, out)
     _check(out, a, b)
 
 

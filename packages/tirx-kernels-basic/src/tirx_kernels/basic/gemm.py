@@ -6,8 +6,10 @@
 layer's weight is stored -- and ``out`` is (M, N); bf16 or fp16, fp32 accumulation.
 ``torch.ops.tirx_kernels.basic_gemm(out, a, b)`` writes ``out`` and returns None (a torch
 custom op: eager, CUDA graphs, ``torch.compile(fullgraph=True)``); ``gemm`` allocates
-``out`` when it is None and returns it. M, N and K are compile-time constants of the
-kernel: the first call of each (M, N, K, dtype) compiles it (seconds), later calls reuse it.
+``out`` when it is None and returns it. N and K are compile-time constants of the kernel, M
+is a run-time argument: ``_gemm_schedule.pick_config`` picks the tile config for the M of
+the call, and the first call of each (N, K, dtype, config) compiles it (seconds); every
+later call with any M reuses it (``compiled_gemm``, a per-process cache keyed without M).
 """
 
 from __future__ import annotations
@@ -19,16 +21,23 @@ import torch
 from tirx_kernels.core import toolchain
 from tirx_kernels.core.ops import public_op
 
-from ._args import check_memory, dtype_name
+from ._args import check_tensors, dtype_name
+from ._gemm_schedule import TileConfig, num_sms, pick_config
 from ._gemm_tirx import make_gemm
 
-__all__ = ["compiled_gemm", "gemm"]
+__all__ = ["compiled_gemm", "gemm", "gemm_config"]
 
 
 @functools.cache
-def compiled_gemm(M: int, N: int, K: int, dtype: str):
-    """The kernel for one (M, N, K, dtype), compiled once. Called as ``(a, b, out)``."""
-    return toolchain.compile(make_gemm(M, N, K, dtype))
+def compiled_gemm(N: int, K: int, dtype: str, config: TileConfig):
+    """The kernel for one (N, K, dtype, tile config), compiled once per process; it serves
+    every M. Called as ``(a, b, out)``."""
+    return toolchain.compile(make_gemm(N, K, dtype, TileConfig(*config)))
+
+
+def gemm_config(M: int, N: int) -> TileConfig:
+    """The tile config the op runs for an M x N output on this device."""
+    return pick_config(M, N, num_sms())
 
 
 def _check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> str:
@@ -71,10 +80,7 @@ def _check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> str:
             f"{fn}: out must be ({M}, {N}) of a's dtype {a.dtype}, got "
             f"{tuple(out.shape)} {out.dtype}; allocate it with a.new_empty(M, N)"
         )
-    device = a.get_device()
-    check_memory(fn, "a", a, device)
-    check_memory(fn, "b", b, device)
-    check_memory(fn, "out", out, device)
+    check_tensors(fn, a=a, b=b, out=out)
     return dtype
 
 
@@ -87,7 +93,7 @@ def _gemm(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
     if not K:  # the kernel needs K >= 1; a sum over nothing is zero
         out.zero_()
         return
-    compiled_gemm(M, N, K, dtype)(a, b, out)
+    compiled_gemm(N, K, dtype, gemm_config(M, N))(a, b, out)
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:

@@ -31,7 +31,7 @@ import unittest
 import torch
 
 from tirx_kernels.basic._gemm_tirx import make_gemm
-from tirx_kernels.basic.gemm import compiled_gemm
+from tirx_kernels.basic.gemm import compiled_gemm, gemm_config
 from tirx_kernels.basic.kernels.gemm import tolerance
 from tirx_kernels.core import testing, toolchain
 
@@ -92,7 +92,7 @@ BENCH_CONFIGS = [
 
 def get_kernel(m_local, N, K, dtype="bfloat16", world=2, **_):
     """The GEMM PrimFunc over the gathered rows (what CPU CI compiles)."""
-    return make_gemm(world * m_local, N, K, dtype)
+    return make_gemm(N, K, dtype, gemm_config(world * m_local, N))
 
 
 def _check_group(world):
@@ -146,7 +146,7 @@ def reference(a_local, b, world):
 def run_test(m_local, N, K, dtype="bfloat16", world=2):
     rank = _check_group(world)
     M = world * m_local
-    ex = compiled_gemm(M, N, K, dtype)
+    ex = compiled_gemm(N, K, dtype, gemm_config(M, N))
     a_local, b, a, c = prepare_data(m_local, N, K, dtype, world, rank)
     _launch(ex, a_local, b, a, c)
     ref_a, ref = reference(a_local, b, world)
@@ -182,7 +182,7 @@ def run_bench(
     from tirx_kernels.core import distributed
 
     rank = _check_group(world)
-    ex = compiled_gemm(world * m_local, N, K, dtype)
+    ex = compiled_gemm(N, K, dtype, gemm_config(world * m_local, N))
     a_local, b, a, c = prepare_data(m_local, N, K, dtype, world, rank)
     ctx = distributed.bench_context()  # timing stream: the current stream, ours launch on it
 
