@@ -166,20 +166,9 @@ def run_test(m_local, N, K, dtype="bfloat16", world=2):
     return {"rank": rank, "max_abs_err": worst, "tol": tol}
 
 
-def run_bench(
-    m_local,
-    N,
-    K,
-    dtype="bfloat16",
-    world=2,
-    *,
-    warmup=None,
-    repeat=None,
-    timer=None,
-    rounds=1,
-    cooldown_s=1.0,
-):
+def run_bench(m_local, N, K, dtype="bfloat16", world=2, **options):
     from tirx_kernels.core import distributed
+    from tirx_kernels.core.protocol import BENCH_OPTIONS
 
     rank = _check_group(world)
     ex = compiled_gemm(N, K, dtype, gemm_config(world * m_local, N))
@@ -197,13 +186,12 @@ def run_bench(
 
         return launch
 
-    return testing.bench(
-        lambda: _launch(ex, a_local, b, a, c),
-        {"torch": build_torch},
-        warmup=warmup,
-        repeat=repeat,
-        timer=timer,
-        rounds=rounds,
-        cooldown_s=cooldown_s,
+    # toolchain.bench, not testing.bench: that one keeps only the tirx-run options and
+    # would drop the distributed context (the kineto timer over ranks)
+    chosen = {key: value for key, value in options.items() if key in BENCH_OPTIONS}
+    return toolchain.bench(
+        {"tirx": lambda: _launch(ex, a_local, b, a, c)},
+        references={"torch": build_torch},
         distributed=ctx,
+        **chosen,
     )
