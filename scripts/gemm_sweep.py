@@ -6,13 +6,14 @@
         [--configs 128x256,64x128] [--dtype bfloat16] [--timer proton] [--budget-s 500]
 
 For each M x N x K shape (default: the issue's table and an M grid at N = K = 8192) it times
-every candidate tile config of ``_gemm_schedule.CANDIDATES`` (or ``--configs`` as bm x bn)
-and ``torch.matmul`` into a preallocated out (cuBLAS), in one bench call per shape (cold L2,
+every candidate tile config of ``_gemm_schedule.CANDIDATES`` at every split-K the model
+allows there (or ``--configs`` as bm x bn or bm x bn x split) and ``torch.matmul`` into a
+preallocated out (cuBLAS), in one bench call per shape (cold L2,
 no cooldown, one round), after checking each config's output against cuBLAS's within twice
 the kernel module's tolerance. ``*`` marks the config the op picks.
 Prints one line per (shape, config) with TFLOP/s and cuBLAS/ours (> 1: ours is faster) and
 writes every result to OUT.json: ``{"shapes": [{"M", "N", "K", "picked", "cublas_us",
-"configs": [{"bm", "bn", "us", "ratio", "max_abs_err"}]}]}``. Compiles run here (5-20 s
+"configs": [{"bm", "bn", "split", "us", "ratio", "max_abs_err"}]}]}``. Compiles run here (5-20 s
 each, once per (N, K, config) for the whole sweep): ``--budget-s`` stops starting new shapes
 past it.
 """
@@ -38,7 +39,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
     ap.add_argument("--shapes", help="comma-separated MxNxK")
-    ap.add_argument("--configs", help="comma-separated bmxbn (default: every candidate)")
+    ap.add_argument(
+        "--configs", help="comma-separated bmxbn or bmxbnxsplit (default: every candidate)"
+    )
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     ap.add_argument("--timer", default="proton")
     ap.add_argument("--budget-s", type=float, default=500.0)
@@ -46,16 +49,16 @@ def main(argv=None):
 
     import torch
 
-    from tirx_kernels.basic._gemm_schedule import CANDIDATES, TileConfig
-    from tirx_kernels.basic.gemm import compiled_gemm, gemm_config
+    from tirx_kernels.basic._gemm_schedule import CANDIDATES, TileConfig, splits
+    from tirx_kernels.basic.gemm import compiled_gemm, gemm_config, launch_gemm
     from tirx_kernels.basic.kernels import gemm as kernel
     from tirx_kernels.core import toolchain
 
     shapes = [_triple(s) for s in args.shapes.split(",")] if args.shapes else SHAPES
-    configs = (
+    forced = (
         [TileConfig(*(int(v) for v in c.split("x"))) for c in args.configs.split(",")]
         if args.configs
-        else list(CANDIDATES)
+        else None
     )
     start, results = time.monotonic(), []
     for M, N, K in shapes:
@@ -65,17 +68,20 @@ def main(argv=None):
         a, b, _ = kernel.prepare_data(M, N, K, args.dtype)
         ref = torch.matmul(a, b.t())
         tol = kernel.tolerance(K, args.dtype)
-        picked = gemm_config(M, N)
+        picked = gemm_config(M, N, K)
+        configs = forced or [
+            s for c in CANDIDATES for s in splits(c, M, N, K, toolchain.sm_count(0))
+        ]
         row = {"M": M, "N": N, "K": K, "picked": list(picked), "configs": []}
         flops, funcs, entries = 2.0 * M * N * K, {}, {}
         for cfg in configs:
-            name = f"bm{cfg.bm}_bn{cfg.bn}"
-            entry = entries[name] = {"bm": cfg.bm, "bn": cfg.bn}
+            name = f"bm{cfg.bm}_bn{cfg.bn}_s{cfg.split}"
+            entry = entries[name] = {"bm": cfg.bm, "bn": cfg.bn, "split": cfg.split}
             row["configs"].append(entry)
             try:
-                launch = compiled_gemm(N, K, args.dtype, cfg)
+                compiled_gemm(N, K, args.dtype, cfg)
                 c = torch.empty(M, N, dtype=a.dtype, device="cuda")
-                launch(a, b, c)
+                launch_gemm(a, b, c, cfg)
                 torch.cuda.synchronize()
                 entry["max_abs_err"] = float((c.float() - ref.float()).abs().max())
                 if not entry["max_abs_err"] <= 2 * tol:  # vs cuBLAS: both round once
@@ -84,7 +90,7 @@ def main(argv=None):
                 entry["error"] = f"{type(exc).__name__}: {exc}"[:300]
                 print(f"{M}x{N}x{K} {name}: ERROR {entry['error']}", flush=True)
                 continue
-            funcs[name] = lambda launch=launch, c=c, a=a, b=b: launch(a, b, c)
+            funcs[name] = lambda cfg=cfg, c=c, a=a, b=b: launch_gemm(a, b, c, cfg)
 
         def build_cublas(a=a, b=b, ref=ref):
             out, bt = torch.empty_like(ref), b.t()
@@ -99,7 +105,7 @@ def main(argv=None):
             if ours is None or cublas is None:
                 continue
             entry.update(us=ours, ratio=cublas / ours)
-            mark = "*" if (entry["bm"], entry["bn"]) == tuple(picked) else " "
+            mark = "*" if (entry["bm"], entry["bn"], entry["split"]) == tuple(picked) else " "
             print(
                 f"{M}x{N}x{K} {mark} {name}: {ours:9.2f} us {flops / ours / 1e6:7.1f} "
                 f"TFLOP/s  cuBLAS {cublas:9.2f} us  cuBLAS/ours {cublas / ours:.3f}",

@@ -20,7 +20,13 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from tirx_kernels.basic._gemm_schedule import CANDIDATES, TileConfig
 from tirx_kernels.basic._gemm_tirx import make_gemm
 from tirx_kernels.basic.gemm import _check as _check_arguments
-from tirx_kernels.basic.gemm import compiled_gemm, gemm, gemm_config
+from tirx_kernels.basic.gemm import (
+    compiled_gemm,
+    gemm,
+    gemm_config,
+    launch_gemm,
+    split_scratch,
+)
 from tirx_kernels.basic.kernels import gemm as gemm_kernel
 from tirx_kernels.core import toolchain
 from tirx_kernels.core.ops import is_registered
@@ -107,11 +113,11 @@ def test_one_compile_serves_every_m_of_a_config():
     compiled_gemm.cache_clear()
     decode = [1, 7, 16, 33, 64]  # all (64, 128) tiles at N = 1024
     large = [2048, 3000, 4096, 8191]  # all (128, 256) tiles at N = 8192
-    assert {gemm_config(m, 1024) for m in decode} == {TileConfig(64, 128)}
-    assert {gemm_config(m, 8192) for m in large} == {TileConfig(128, 256)}
-    small = {id(compiled_gemm(1024, 512, "bfloat16", gemm_config(m, 1024))) for m in decode}
+    assert {gemm_config(m, 1024, 512) for m in decode} == {TileConfig(64, 128)}
+    assert {gemm_config(m, 8192, 256) for m in large} == {TileConfig(128, 256)}
+    small = {id(compiled_gemm(1024, 512, "bfloat16", gemm_config(m, 1024, 512))) for m in decode}
     assert len(small) == 1 and compiled_gemm.cache_info().misses == 1
-    big = {id(compiled_gemm(8192, 256, "bfloat16", gemm_config(m, 8192))) for m in large}
+    big = {id(compiled_gemm(8192, 256, "bfloat16", gemm_config(m, 8192, 256))) for m in large}
     assert len(big) == 1 and compiled_gemm.cache_info().misses == 2
     assert compiled_gemm.cache_info().hits == len(decode) + len(large) - 2
 
@@ -125,8 +131,24 @@ def test_the_generated_cuda_takes_m_as_an_argument(config):
     assert re.search(r"__global__ void .*gemm_kernel\(.*CUtensorMap.*, int M\)", src)
     bm = config.bm
     assert f"((M + {bm - 1}) >> {bm.bit_length() - 1})" in src  # ceil(M / bm) M tiles
-    assert re.search(r"ct \+= [^;]*\(M \+ ", src)  # persistent stride min(tiles, SMs)
+    assert re.search(r"u \+= [^;]*\(M \+ ", src)  # persistent stride min(units, SMs)
     assert len(toolchain.compile_cubin(func)) > 0
+
+
+@pytest.mark.parametrize("config", [TileConfig(64, 128, 4), TileConfig(128, 256, 2)], ids=str)
+def test_split_k_kernel_takes_its_scratch_and_reduces_through_l2(config):
+    src = toolchain.cuda_source(toolchain.compile(make_gemm(4096, 4096, "bfloat16", config)))
+    assert re.search(r"gemm_split_kernel\(int\* __restrict__ LOCK_ptr, float\* __restrict__", src)
+    assert "atomicAdd" in src and "__threadfence()" in src and "bar.sync %0, %1;" in src
+    assert "ld.global.cg.f32" in src  # partials of other SMs: read from L2, not a stale L1
+    assert len(toolchain.compile_cubin(make_gemm(4096, 4096, "bfloat16", config))) > 0
+
+
+def test_split_k_variant_limits():
+    with pytest.raises(ValueError, match="split=9 must be in 1..8"):
+        make_gemm(1024, 512, "bfloat16", TileConfig(128, 128, 9))
+    with pytest.raises(ValueError, match="split-K runs without clusters"):
+        make_gemm(1024, 4096, "bfloat16", TileConfig(128, 128, 2), cluster_m=2)
 
 
 # ---- GPU ------------------------------------------------------------------------------
@@ -163,7 +185,7 @@ def test_one_compiled_kernel_is_right_for_every_m():
     compiled_gemm.cache_clear()
     for M in (1, 15, 16, 17, 40, 63, 64):
         a, b = _data(M, 1024, 512, BF16, seed=M)
-        assert gemm_config(M, 1024) == TileConfig(64, 128)
+        assert gemm_config(M, 1024, 512) == TileConfig(64, 128)
         _check(gemm(a, b), a, b)
     assert compiled_gemm.cache_info().misses == 1
 
@@ -176,6 +198,33 @@ def test_every_tile_config_at_ragged_m(config, M):
     out = torch.full((M, 1000), float("nan"), dtype=FP16, device="cuda")
     compiled_gemm(1000, 264, "float16", config)(a, b, out)
     _check(out, a, b)
+
+
+@needs_sm90
+@pytest.mark.parametrize(
+    "config", [TileConfig(64, 128, 4), TileConfig(128, 128, 2), TileConfig(128, 256, 3)], ids=str
+)
+@pytest.mark.parametrize("M", [1, 64, 200, 1000])
+def test_split_k_is_right_deterministic_and_leaves_its_locks_at_zero(config, M):
+    """Split-K at several M through one compile; twice bit for bit (the splits are summed in
+    split order) and the tile locks back at zero (the second launch reuses them)."""
+    a, b = _data(M, 2048, 4096, BF16, seed=M)
+    outs = []
+    for _ in range(2):
+        out = torch.full((M, 2048), float("nan"), dtype=BF16, device="cuda")
+        launch_gemm(a, b, out, config)
+        outs.append(out)
+    _check(outs[0], a, b)
+    assert torch.equal(outs[0], outs[1])
+    _, lock = split_scratch(a.device, 0, 0)
+    assert int(lock.abs().sum()) == 0
+
+
+@needs_sm90
+def test_the_op_dispatches_split_k_for_decode():
+    a, b = _data(1, 4096, 4096, BF16)
+    assert gemm_config(1, 4096, 4096).split > 1
+    _check(gemm(a, b), a, b)
 
 
 @needs_sm90

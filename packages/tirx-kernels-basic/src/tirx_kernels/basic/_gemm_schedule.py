@@ -10,10 +10,16 @@ of 16-bit K. The grid is persistent, one CTA per SM. A kernel is compiled per
 (N, K, dtype, config) and serves every M: the config only changes with M through
 :func:`pick_config`, whose model is the table below.
 
-Dispatch model (``pick_config``): for every candidate config, the estimated time is
-``waves * bm * bn / EFFICIENCY[w]`` where ``waves = ceil(tiles / SMs)`` (a partial last wave
-costs a whole one: wave quantization) and ``w`` is the wgmma width of one warpgroup; the
-cheapest wins, ties going to the earlier candidate.
+Split-K (``split`` = S > 1): each tile's K-blocks are cut into S even ranges computed by S
+CTAs; each publishes an fp32 partial tile in a workspace and the last to finish sums them
+in split order and stores the tile (``_gemm_tirx``), so shapes with fewer tiles than SMs
+still occupy every SM.
+
+Dispatch model (``pick_config``): for every candidate config and split, the estimated time
+is ``waves * bm * bn / EFFICIENCY[w] / S * (1 + SPLIT_COST if S > 1)`` where
+``waves = ceil(tiles * S / SMs)`` (a partial last wave costs a whole one: wave
+quantization) and ``w`` is the wgmma width of one warpgroup; the cheapest wins, ties going
+to the earlier candidate and the smaller split.
 
 ==================  ======  ============================================================
 constant            value   rationale
@@ -24,6 +30,10 @@ EFFICIENCY[192]     0.97    n192: 3/4 of the n256 reuse, still tensor-core bound
 EFFICIENCY[128]     0.90    n128: the A slice is re-read per 128 columns
 EFFICIENCY[64]      0.70    n64: shared-memory bandwidth bound (A + B per 64 x 64)
 SMALL_M             64      at or below, only bm=64 tiles (one tile row holds every row)
+SPLITS              1..4    more splits than 4 cost more in partials than they gain
+SPLIT_COST          0.15    the partial's round trip through L2 and the serial final sum
+MIN_SPLIT_KBLOCKS   8       K-blocks per split: fewer cannot fill the 4-8 stage ring
+split only if       units   tiles * S <= SMs: split-K is for shapes under one wave
 ==================  ======  ============================================================
 
 The efficiencies are first estimates, to be refit from the H200 sweep (docs/gemm.md).
@@ -41,13 +51,18 @@ MAX_STAGES = 8  # ring depth cap: deeper only holds more shared memory
 
 EFFICIENCY = {256: 1.00, 192: 0.97, 128: 0.90, 64: 0.70}
 SMALL_M = 64
+SPLITS = (1, 2, 3, 4)
+SPLIT_COST = 0.15
+MIN_SPLIT_KBLOCKS = 8
 
 
 class TileConfig(NamedTuple):
-    """The CTA tile: ``bm`` rows (64 or 128) by ``bn`` columns."""
+    """The CTA tile: ``bm`` rows (64 or 128) by ``bn`` columns, its K cut into ``split``
+    ranges computed by separate CTAs (split-K: fp32 partials reduced in a workspace)."""
 
     bm: int
     bn: int
+    split: int = 1
 
     @property
     def wgmma_n(self) -> int:
@@ -79,16 +94,29 @@ def num_sms():
 
 def estimate(config: TileConfig, M: int, N: int, num_sms: int) -> float:
     """Relative time of ``config`` for an M x N output (the model of the module docstring)."""
+    split = config.split
     tiles = -(-M // config.bm) * -(-N // config.bn)
-    waves = -(-tiles // num_sms)
-    return waves * config.bm * config.bn / EFFICIENCY[config.wgmma_n]
+    waves = -(-(tiles * split) // num_sms)
+    cost = waves * config.bm * config.bn / EFFICIENCY[config.wgmma_n] / split
+    return cost * (1 + SPLIT_COST) if split > 1 else cost
+
+
+def splits(config: TileConfig, M: int, N: int, K: int, num_sms: int):
+    """``config`` at every split the model allows for M x N x K (split 1 always)."""
+    tiles = -(-M // config.bm) * -(-N // config.bn)
+    ktiles = -(-K // BK)
+    for s in SPLITS:
+        if s == 1 or (ktiles // s >= MIN_SPLIT_KBLOCKS and tiles * s <= num_sms):
+            yield config._replace(split=s)
 
 
 @functools.lru_cache(maxsize=4096)
-def pick_config(M: int, N: int, num_sms: int) -> TileConfig:
-    """The candidate with the lowest :func:`estimate` (bm=64 only when M <= SMALL_M)."""
+def pick_config(M: int, N: int, K: int, num_sms: int) -> TileConfig:
+    """The candidate (and split) with the lowest :func:`estimate` (bm=64 only when
+    M <= SMALL_M)."""
     cands = [c for c in CANDIDATES if c.bm == 64] if M <= SMALL_M else CANDIDATES
-    return min(cands, key=lambda c: estimate(c, M, N, num_sms))
+    options = [s for c in cands for s in splits(c, M, N, K, num_sms)]
+    return min(options, key=lambda c: estimate(c, M, N, num_sms))
 
 
 def pick_stages(bm, bn, staging_bytes):

@@ -32,6 +32,12 @@ stored. Epilogue: per 64-column chunk, the accumulators are converted and writte
 issues an asynchronous TMA store (clipped at M and N), so the consumers start the next
 tile's wgmmas while the stores drain. CTAs (one per SM) walk the tiles in grouped order
 (``group_m`` M-tiles per group) for L2 reuse.
+Split-K (``config.split`` = S > 1, for shapes with fewer tiles than SMs): the CTAs walk
+(split, tile) units, each over an even S-th of the K-blocks; a unit writes its fp32 partial
+tile to the workspace ``WS`` and counts itself on the tile's lock in ``LOCK``; the last of
+the S sums the partials in split order (deterministic), resets the lock to zero and stores
+the tile (``_split_reduce``). The kernel then takes ``(A, B, C, WS, LOCK)``: WS holds
+>= S * tiles * bm * bn floats, LOCK >= tiles int32 zeros (``gemm.split_scratch``).
 Variants (``make_gemm`` keywords, benchmarked in development): ``epilogue="direct"``
 (32-bit stores from registers), ``cluster_m=2`` (B multicast across a CTA pair),
 ``inflight``, ``stages``, ``group_m``, ``a_box``.
@@ -71,8 +77,8 @@ def check_domain(N, K, dtype, M=1):
         raise ValueError("fp16_bf16_gemm: M*K, N*K and M*N must be < 2^31 (int32 indexing)")
 
 
-def _check_variant(config, stages, inflight, cluster_m, epilogue, a_box):
-    if config not in _VALID_CONFIGS:
+def _check_variant(config, stages, inflight, cluster_m, epilogue, a_box, ktiles):
+    if TileConfig(config.bm, config.bn) not in _VALID_CONFIGS:
         raise ValueError(
             f"fp16_bf16_gemm: config must be bm in (64, 128) with a wgmma width of 64..256 "
             f"in steps of 64, got {config}"
@@ -81,6 +87,13 @@ def _check_variant(config, stages, inflight, cluster_m, epilogue, a_box):
         raise ValueError(f"fp16_bf16_gemm: epilogue must be 'tma' or 'direct', got {epilogue!r}")
     if not 0 <= inflight < stages or cluster_m not in (1, 2):
         raise ValueError("fp16_bf16_gemm: need 0 <= inflight < stages and cluster_m in (1, 2)")
+    if not 1 <= config.split <= ktiles or (config.split > 1 and cluster_m > 1):
+        raise ValueError(
+            f"fp16_bf16_gemm: split={config.split} must be in 1..{ktiles} (K-blocks), "
+            "and split-K runs without clusters"
+        )
+    if config.split > 1 and inflight > ktiles // config.split:
+        raise ValueError("fp16_bf16_gemm: split-K needs inflight <= K-blocks per split")
     if a_box % 8 or config.bm % a_box:
         raise ValueError(f"fp16_bf16_gemm: a_box={a_box} must be a multiple of 8 dividing bm")
 
@@ -118,7 +131,7 @@ def make_gemm(
     """
     check_domain(N, K, dtype)
     config = TileConfig(*config)
-    BM, BN, WN = config.bm, config.bn, config.wgmma_n
+    BM, BN, WN, split = config.bm, config.bn, config.wgmma_n, config.split
     num_sms = num_sms or default_num_sms()
     a_box = a_box or (BM if BM == 128 else _SMALL_A_BOX)
     tdt = dtype
@@ -126,7 +139,7 @@ def make_gemm(
     # TMA epilogue: 2 consumer warpgroups x 2 staging buffers of 64 x 64 (8 KiB)
     staging = 4 * EPI_BYTES if epilogue == "tma" else 0
     stages = stages or pick_stages(BM, BN, staging)
-    _check_variant(config, stages, inflight, cluster_m, epilogue, a_box)
+    _check_variant(config, stages, inflight, cluster_m, epilogue, a_box, -(-K // BK))
     ring_bytes = stages * (a_bytes + b_bytes)
     smem = ring_bytes + staging
     chunks = WN // 64
@@ -137,7 +150,8 @@ def make_gemm(
     num_n = -(-N // BN)
     num_cm = T.ceildiv(num_m, cluster_m)  # cluster rows of tiles
     total = num_cm * num_n
-    ctas = T.min(total, num_sms // cluster_m)  # persistent clusters: grid = ctas * cluster_m
+    units = total * split  # (split, tile) work units, split-major: a tile's splits run together
+    ctas = T.min(units, num_sms // cluster_m)  # persistent clusters: grid = ctas * cluster_m
     ktiles = -(-K // BK)
     mode = Swizzle.B128
     desc_a = kmajor_descriptor_base(mode, BM)
@@ -163,12 +177,29 @@ def make_gemm(
             else:
                 _guarded_load(sa, A, ring.full_bar(), row + j * a_box, col, row + j * a_box < M)
 
-    @T.function
-    def gemm(
-        A: T.Tensor((M, K), tdt, align=16),
-        B: T.Tensor((N, K), tdt, align=16),
-        C: T.Tensor((M, N), tdt, align=16),
-    ):
+    @T.inline
+    def store_tile(C, acc, arena, base, tm, tn, wg, packed, packed4):
+        row0 = tm * BM + (wg - 1) * wg_row
+        col0 = tn * BN + (wg - 1) * wg_col
+        if T.constexpr(epilogue == "tma"):
+            _store_tma(
+                acc,
+                C,
+                arena,
+                base,
+                ring_bytes + (wg - 1) * 2 * EPI_BYTES,
+                row0,
+                col0,
+                chunks,
+                wg,
+                packed4,
+                tdt,
+            )
+        else:
+            dsl.store_acc(acc, C, row0, col0, WN, M, N, True, check_cols, packed)
+
+    @T.inline
+    def body(A, B, C, WS, LOCK):
         if T.constexpr(cluster_m == 1):
             T.device_entry(
                 launch=T.cuda.LaunchConfig(grid=ctas, block=384, dynamic_smem_bytes=smem),
@@ -201,13 +232,14 @@ def make_gemm(
         if wg == 0:
             T.ptx.setmaxnreg.dec.sync.aligned.u32(_PRODUCER_REGS)
             if tid == 0:
-                for ct in T.serial(first, total, step=ctas):
-                    cm, tn = dsl.grouped_tile(ct, num_cm, num_n, group)
+                for u in T.serial(first, units, step=ctas):
+                    cm, tn = dsl.grouped_tile(T.truncmod(u, total), num_cm, num_n, group)
                     tm = cm * cluster_m + rank
+                    k0, k1 = _k_range(T.truncdiv(u, total), ktiles, split)
                     # A boxes holding a row < M (at least one: rows of a cluster's spare
                     # tile past M are zero-filled)
                     boxes = T.max(T.min(T.ceildiv(M - tm * BM, a_box), n_boxes), 1)
-                    for kt in T.serial(ktiles):
+                    for kt in T.serial(k0, k1):
                         ring.producer_acquire()
                         ring.producer_expect(T.cast(boxes * box_bytes + b_bytes, "uint32"))
                         _load_a(arena, A, ring, ring.stage * a_bytes, tm * BM, kt * BK)
@@ -238,16 +270,20 @@ def make_gemm(
         else:
             T.ptx.setmaxnreg.inc.sync.aligned.u32(_CONSUMER_REGS)
             acc = T.alloc_local((WN // 2,), "float32")
+            last = T.alloc_shared((1,), "int32")  # this unit stores the tile (split-K: last)
+            tmp = T.local_scalar("float32")
             packed = T.local_scalar("uint32")
             packed4 = T.alloc_local((4,), "uint32")
             lane = tid % 32
             base = dsl.smem_addr(arena)
             a_wg = T.cast((wg - 1) * a_wg_bytes, "uint32")
             b_wg = T.cast((wg - 1) * b_wg_bytes, "uint32")
-            for ct in T.serial(first, total, step=ctas):
-                cm, tn = dsl.grouped_tile(ct, num_cm, num_n, group)
+            for u in T.serial(first, units, step=ctas):
+                t = T.truncmod(u, total)
+                cm, tn = dsl.grouped_tile(t, num_cm, num_n, group)
                 tm = cm * cluster_m + rank
-                for kt in T.serial(ktiles):
+                k0, k1 = _k_range(T.truncdiv(u, total), ktiles, split)
+                for kt in T.serial(k0, k1):
                     ring.consumer_wait()
                     da = dsl.descriptor(
                         desc_a, base + T.cast(ring.stage * a_bytes, "uint32") + a_wg
@@ -257,12 +293,12 @@ def make_gemm(
                         base + T.cast(stages * a_bytes + ring.stage * b_bytes, "uint32") + b_wg,
                     )
                     dsl.wgmma_fence()
-                    dsl.mma_ksteps(acc, da, db, a_steps, b_steps, kt > 0, WN, tdt)
+                    dsl.mma_ksteps(acc, da, db, a_steps, b_steps, kt > k0, WN, tdt)
                     dsl.wgmma_commit()
                     dsl.wgmma_wait(inflight)
                     if T.constexpr(inflight == 0):
                         _release(ring, ring.stage, lane, rank, cluster_m)
-                    elif kt >= inflight:
+                    elif kt - k0 >= inflight:
                         _release(
                             ring,
                             T.truncmod(ring.stage + (stages - inflight), stages),
@@ -273,30 +309,80 @@ def make_gemm(
                     ring.advance()
                 if T.constexpr(inflight > 0):
                     dsl.wgmma_wait(0)
-                    _release_last(ring, min(inflight, ktiles), stages, lane, rank, cluster_m)
-                row0 = tm * BM + (wg - 1) * wg_row
-                col0 = tn * BN + (wg - 1) * wg_col
-                if T.constexpr(epilogue == "tma"):
-                    _store_tma(
-                        acc,
-                        C,
-                        arena,
-                        base,
-                        ring_bytes + (wg - 1) * 2 * EPI_BYTES,
-                        row0,
-                        col0,
-                        chunks,
-                        wg,
-                        packed4,
-                        tdt,
+                    _release_last(
+                        ring, min(inflight, ktiles // split), stages, lane, rank, cluster_m
                     )
+                if T.constexpr(split == 1):
+                    store_tile(C, acc, arena, base, tm, tn, wg, packed, packed4)
                 else:
-                    dsl.store_acc(acc, C, row0, col0, WN, M, N, True, check_cols, packed)
+                    _split_reduce(
+                        acc, WS, LOCK, t, T.truncdiv(u, total), tid - 128, last, tmp, split, WN
+                    )
+                    if last[0] == 1:
+                        store_tile(C, acc, arena, base, tm, tn, wg, packed, packed4)
             if T.constexpr(epilogue == "tma"):
                 if T.cuda.thread_in_warpgroup() == 0:
                     dsl.bulk_wait(0)  # staging smem must outlive the stores that read it
 
-    return gemm
+    if split == 1:
+
+        @T.function
+        def gemm(
+            A: T.Tensor((M, K), tdt, align=16),
+            B: T.Tensor((N, K), tdt, align=16),
+            C: T.Tensor((M, N), tdt, align=16),
+        ):
+            body(A, B, C, None, None)
+
+        return gemm
+    ws_len, lock_len = T.dynamic("ws_len"), T.dynamic("lock_len")
+
+    @T.function
+    def gemm_split(
+        A: T.Tensor((M, K), tdt, align=16),
+        B: T.Tensor((N, K), tdt, align=16),
+        C: T.Tensor((M, N), tdt, align=16),
+        WS: T.Tensor((ws_len,), "float32", align=16),
+        LOCK: T.Tensor((lock_len,), "int32", align=16),
+    ):
+        body(A, B, C, WS, LOCK)
+
+    return gemm_split
+
+
+def _k_range(s, ktiles, split):
+    """K-blocks [k0, k1) of split ``s``: an even cut, each non-empty when split <= ktiles."""
+    if split == 1:
+        return 0, ktiles
+    return T.truncdiv(s * ktiles, split), T.truncdiv((s + 1) * ktiles, split)
+
+
+@T.inline
+def _split_reduce(acc, WS, LOCK, t, s, ctid, last, tmp, split, wn):
+    """Split-K: publish this unit's fp32 partial tile in the workspace (fragment order,
+    coalesced over the 256 consumer threads), count it on the tile's lock; the unit that
+    arrives last sums every split's partial in split order (deterministic), resets the lock
+    for the next launch and leaves ``last[0] == 1`` so it stores the tile."""
+    nreg = wn // 2
+    for r in T.unroll(nreg):
+        WS[((t * split + s) * nreg + r) * 256 + ctid] = acc[r]
+    T.cuda.thread_fence()  # the partial is visible GPU-wide before the lock counts it
+    T.ptx.bar.sync(T.uint32(3), T.uint32(256))  # both consumer warpgroups (ids 1, 2: each)
+    if ctid == 0:
+        old = T.cuda.atomic_add(LOCK.ptr_to([t]), 1)
+        last[0] = T.if_then_else(old == split - 1, 1, 0)
+        if old == split - 1:
+            LOCK[t] = 0
+    T.ptx.bar.sync(T.uint32(3), T.uint32(256))
+    if last[0] == 1:
+        T.cuda.thread_fence()
+        for r in T.unroll(nreg):
+            acc[r] = T.float32(0)
+            for q in T.unroll(split):
+                # L2 (.cg): other SMs wrote these; this SM's L1 may hold stale lines
+                at = ((t * split + q) * nreg + r) * 256 + ctid
+                T.ptx["ld.global.cg.f32"](tmp, WS.ptr_to([at]))
+                acc[r] = acc[r] + tmp
 
 
 def _store_tma(acc, C, arena, base, off, row0, col0, chunks, wg, packed4, tdt):

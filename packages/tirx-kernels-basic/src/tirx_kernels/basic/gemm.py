@@ -7,9 +7,11 @@ layer's weight is stored -- and ``out`` is (M, N); bf16 or fp16, fp32 accumulati
 ``torch.ops.tirx_kernels.basic_gemm(out, a, b)`` writes ``out`` and returns None (a torch
 custom op: eager, CUDA graphs, ``torch.compile(fullgraph=True)``); ``gemm`` allocates
 ``out`` when it is None and returns it. N and K are compile-time constants of the kernel, M
-is a run-time argument: ``_gemm_schedule.pick_config`` picks the tile config for the M of
-the call, and the first call of each (N, K, dtype, config) compiles it (seconds); every
-later call with any M reuses it (``compiled_gemm``, a per-process cache keyed without M).
+is a run-time argument: ``_gemm_schedule.pick_config`` picks the tile config (and split-K)
+for the shape of the call, and the first call of each (N, K, dtype, config) compiles it
+(seconds); every later call with any M reuses it (``compiled_gemm``, a per-process cache
+keyed without M). Split-K configs also take a workspace and tile locks that
+``split_scratch`` keeps per (device, stream).
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ import torch
 from tirx_kernels.core import toolchain
 from tirx_kernels.core.ops import public_op
 
-from ._args import check_tensors, dtype_name
+from ._args import DTYPE_NAMES, check_tensors, dtype_name
 from ._gemm_schedule import TileConfig, num_sms, pick_config
 from ._gemm_tirx import make_gemm
 
-__all__ = ["compiled_gemm", "gemm", "gemm_config"]
+__all__ = ["compiled_gemm", "gemm", "gemm_config", "launch_gemm"]
 
 
 @functools.cache
@@ -35,9 +37,39 @@ def compiled_gemm(N: int, K: int, dtype: str, config: TileConfig):
     return toolchain.compile(make_gemm(N, K, dtype, TileConfig(*config)))
 
 
-def gemm_config(M: int, N: int) -> TileConfig:
-    """The tile config the op runs for an M x N output on this device."""
-    return pick_config(M, N, num_sms())
+def gemm_config(M: int, N: int, K: int) -> TileConfig:
+    """The tile config the op runs for an M x N x K product on this device."""
+    return pick_config(M, N, K, num_sms())
+
+
+# split-K scratch per (device, stream): launches on one stream run in order, so they can
+# share it; the lock counters start at zero and each tile's last split resets its own
+_SPLIT_SCRATCH: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def split_scratch(device: torch.device, floats: int, tiles: int):
+    """(fp32 workspace of >= ``floats``, int32 locks of >= ``tiles``) for the current
+    stream of ``device``; grown (and the new locks zeroed) when too small."""
+    key = (device.index, torch.cuda.current_stream(device).cuda_stream)
+    ws, lock = _SPLIT_SCRATCH.get(key, (None, None))
+    if ws is None or ws.numel() < floats:
+        ws = torch.empty(floats, dtype=torch.float32, device=device)
+    if lock is None or lock.numel() < tiles:
+        lock = torch.zeros(tiles, dtype=torch.int32, device=device)
+    _SPLIT_SCRATCH[key] = ws, lock
+    return ws, lock
+
+
+def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: TileConfig):
+    """Run the compiled kernel of ``config`` on valid arguments (split-K with its scratch)."""
+    (M, K), N = a.shape, b.shape[0]
+    ex = compiled_gemm(N, K, DTYPE_NAMES[a.dtype], config)
+    if config.split == 1:
+        ex(a, b, out)
+        return
+    tiles = -(-M // config.bm) * -(-N // config.bn)
+    ws, lock = split_scratch(a.device, config.split * tiles * config.bm * config.bn, tiles)
+    ex(a, b, out, ws, lock)
 
 
 def _check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> str:
@@ -86,14 +118,14 @@ def _check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> str:
 
 @public_op("basic_gemm", mutates_args=("out",))
 def _gemm(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
-    dtype = _check(out, a, b)
+    _check(out, a, b)
     (M, K), N = a.shape, b.shape[0]
     if not M or not N:  # an empty output has nothing to launch
         return
     if not K:  # the kernel needs K >= 1; a sum over nothing is zero
         out.zero_()
         return
-    compiled_gemm(N, K, dtype, gemm_config(M, N))(a, b, out)
+    launch_gemm(a, b, out, gemm_config(M, N, K))
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:

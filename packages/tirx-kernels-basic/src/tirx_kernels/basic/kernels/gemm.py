@@ -6,7 +6,7 @@ The public op is ``tirx_kernels.basic.gemm.gemm`` (``torch.ops.tirx_kernels.basi
 the kernel, its numerics, domain and schedule are in ``_gemm_tirx`` (M is a run-time
 argument: one compile per (N, K, dtype, tile config)), the tile config chosen per M in
 ``_gemm_schedule``. run_test checks the op against an fp32 matmul; run_bench times the
-compiled kernel the op dispatches to (or a forced ``bm``/``bn`` tile config, for sweeps)
+compiled kernel the op dispatches to (or a forced ``bm``/``bn``/``split``, for sweeps)
 beside ``torch.matmul`` (cuBLAS).
 """
 
@@ -18,7 +18,7 @@ import torch
 
 from tirx_kernels.basic._gemm_schedule import TileConfig
 from tirx_kernels.basic._gemm_tirx import make_gemm
-from tirx_kernels.basic.gemm import compiled_gemm, gemm, gemm_config
+from tirx_kernels.basic.gemm import compiled_gemm, gemm, gemm_config, launch_gemm
 from tirx_kernels.core import testing, toolchain
 
 KERNEL_META = {
@@ -72,16 +72,14 @@ BENCH_CONFIGS = (
 )
 
 
-def _tile(M, N, bm=None, bn=None):
-    """The op's tile config for M x N, or the forced ``bm``/``bn`` one."""
-    if bm is None and bn is None:
-        return gemm_config(M, N)
-    picked = gemm_config(M, N)
-    return TileConfig(bm or picked.bm, bn or picked.bn)
+def _tile(M, N, K, bm=None, bn=None, split=None):
+    """The op's tile config for M x N x K, with any of ``bm``/``bn``/``split`` forced."""
+    picked = gemm_config(M, N, K)
+    return TileConfig(bm or picked.bm, bn or picked.bn, split or picked.split)
 
 
-def get_kernel(M, N, K, dtype="bfloat16", bm=None, bn=None, **_):
-    return make_gemm(N, K, dtype, _tile(M, N, bm, bn))
+def get_kernel(M, N, K, dtype="bfloat16", bm=None, bn=None, split=None, **_):
+    return make_gemm(N, K, dtype, _tile(M, N, K, bm, bn, split))
 
 
 def prepare_data(M, N, K, dtype="bfloat16", seed=0, **_):
@@ -121,19 +119,20 @@ def run_test(M, N, K, dtype="bfloat16"):
     tol = tolerance(K, dtype)
     what = f"fp16_bf16_gemm {dtype} M={M} N={N} K={K} vs fp32 matmul"
     worst = testing.assert_close(what, c, reference(a, b), atol=tol, rtol=0.0)
-    return {"max_abs_err": worst, "tol": tol, "config": list(gemm_config(M, N))}
+    return {"max_abs_err": worst, "tol": tol, "config": list(gemm_config(M, N, K))}
 
 
-def run_bench(M, N, K, dtype="bfloat16", bm=None, bn=None, **options):
+def run_bench(M, N, K, dtype="bfloat16", bm=None, bn=None, split=None, **options):
     """Kernel time (us) of ours and of cuBLAS (``torch.matmul`` into a preallocated out)."""
-    launch = compiled_gemm(N, K, dtype, _tile(M, N, bm, bn))
+    config = _tile(M, N, K, bm, bn, split)
+    compiled_gemm(N, K, dtype, config)  # compile before timing
     a, b, c = prepare_data(M, N, K, dtype)
 
     def build_cublas():
         out, bt = torch.empty_like(c), b.t()
         return lambda: torch.matmul(a, bt, out=out)
 
-    return testing.bench(lambda: launch(a, b, c), {"cublas": build_cublas}, **options)
+    return testing.bench(lambda: launch_gemm(a, b, c, config), {"cublas": build_cublas}, **options)
 
 
 def public_calls(batch):
