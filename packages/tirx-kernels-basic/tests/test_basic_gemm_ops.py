@@ -144,6 +144,35 @@ def test_split_k_kernel_takes_its_scratch_and_reduces_through_l2(config):
     assert len(toolchain.compile_cubin(make_gemm(4096, 4096, "bfloat16", config))) > 0
 
 
+def test_bad_bias_and_beta_without_out_raise_value_error():
+    out, a, b = _args()
+    with pytest.raises(ValueError, match=r"bias must be 1-D \(32,\) of a's dtype"):
+        torch.ops.tirx_kernels.basic_gemm(out, a, b, torch.zeros(16))
+    with pytest.raises(ValueError, match=r"beta != 0 reads out; pass out"):
+        gemm(a, b, beta=0.5)
+
+
+def test_the_fake_takes_bias_alpha_beta():
+    with FakeTensorMode():
+        out, a, b = _args(a=(5, 256), b=(48, 256))
+        bias = torch.empty(48, dtype=BF16)
+        assert torch.ops.tirx_kernels.basic_gemm(out, a, b, bias, 2.0, 0.5) is None
+        assert gemm(a, b, out, bias=bias, alpha=2.0, beta=1.0) is out
+
+
+@pytest.mark.parametrize(
+    "config, ops",
+    [(TileConfig(128, 128), "scale_bias"), (TileConfig(64, 128, 4), "scale")],
+    ids=str,
+)
+def test_the_scale_bias_epilogue_kernel_takes_alpha_beta_at_run_time(config, ops):
+    func = make_gemm(1000, 1024, "bfloat16", config, ops=ops)
+    src = toolchain.cuda_source(toolchain.compile(func))
+    assert re.search(r"gemm_ops_kernel\(.*int M, float alpha, float beta\)", src)
+    assert ("BIAS_ptr" in src) == (ops == "scale_bias")
+    assert len(toolchain.compile_cubin(func)) > 0
+
+
 def test_split_k_variant_limits():
     with pytest.raises(ValueError, match="split=9 must be in 1..8"):
         make_gemm(1024, 512, "bfloat16", TileConfig(128, 128, 9))
@@ -218,6 +247,29 @@ def test_split_k_is_right_deterministic_and_leaves_its_locks_at_zero(config, M):
     assert torch.equal(outs[0], outs[1])
     _, lock = split_scratch(a.device, 0, 0)
     assert int(lock.abs().sum()) == 0
+
+
+@needs_sm90
+@pytest.mark.parametrize("M, N, K", [(1, 4096, 4096), (333, 520, 264), (1024, 1024, 1024)])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_alpha_beta_bias_epilogue(M, N, K, with_bias):
+    """alpha * a @ b.T + bias + beta * C, in fp32 before the one rounding, on plain and
+    split-K dispatches (M = 1 and 1024 split)."""
+    a, b = _data(M, N, K, BF16)
+    g = torch.Generator().manual_seed(7)
+    c0 = torch.randn(M, N, generator=g).to(BF16).cuda()
+    bias = torch.randn(N, generator=g).to(BF16).cuda() if with_bias else None
+    out = c0.clone()
+    gemm(a, b, out, bias=bias, alpha=0.5, beta=-2.0)
+    ref = 0.5 * gemm_kernel.reference(a, b) - 2.0 * c0.float()
+    if with_bias:
+        ref = ref + bias.float()
+    tol = gemm_kernel.tolerance(K, "bfloat16") + 2.0**-8 * float(ref.abs().max())
+    torch.testing.assert_close(out.float(), ref, rtol=0.0, atol=tol)
+    nan = torch.full((M, N), float("nan"), dtype=BF16, device="cuda")
+    gemm(a, b, nan, alpha=2.0)  # beta = 0: out is not read (NaN must not leak)
+    twice = 2.0 * gemm_kernel.reference(a, b)
+    torch.testing.assert_close(nan.float(), twice, rtol=0.0, atol=2 * tol)
 
 
 @needs_sm90

@@ -57,6 +57,7 @@ from ._gemm_schedule import num_sms as default_num_sms
 
 DTYPES = ("bfloat16", "float16")
 DEFAULT_CONFIG = TileConfig(128, 128)
+OPS = ("", "scale", "scale_bias")
 _PRODUCER_REGS, _CONSUMER_REGS = 40, 232  # 128*40 + 256*232 <= 64K registers per SM
 # rows of one A box at bm=64: boxes past M are skipped (decode M loads 16 rows, not 64)
 _SMALL_A_BOX = 16
@@ -116,6 +117,7 @@ def make_gemm(
     cluster_m=1,
     epilogue="tma",
     a_box=None,
+    ops="",
 ):
     """The PrimFunc for one (N, K, dtype, tile config); M is a run-time symbol.
 
@@ -128,6 +130,10 @@ def make_gemm(
     ``epilogue``: "tma" stages each 64-column chunk in shared memory (stmatrix) and stores it
     with an asynchronous TMA store; "direct" stores column pairs from registers.
     ``a_box``: rows of one A TMA box (default: the whole tile at bm=128, 16 at bm=64).
+    ``ops``: "" stores ``A @ B^T``; "scale" stores ``alpha * A @ B^T + beta * C`` and
+    "scale_bias" adds ``bias[col]`` too (fp32 math before the one rounding; C is read only
+    when beta != 0). Those kernels take ``(A, B, C, WS, LOCK, BIAS, alpha, beta)`` whatever
+    the split (unused tensors may be any small placeholder).
     """
     check_domain(N, K, dtype)
     config = TileConfig(*config)
@@ -140,6 +146,9 @@ def make_gemm(
     staging = 4 * EPI_BYTES if epilogue == "tma" else 0
     stages = stages or pick_stages(BM, BN, staging)
     _check_variant(config, stages, inflight, cluster_m, epilogue, a_box, -(-K // BK))
+    if ops not in OPS:
+        raise ValueError(f"fp16_bf16_gemm: ops must be one of {OPS}, got {ops!r}")
+    has_ops, with_bias = ops != "", ops == "scale_bias"
     ring_bytes = stages * (a_bytes + b_bytes)
     smem = ring_bytes + staging
     chunks = WN // 64
@@ -178,9 +187,11 @@ def make_gemm(
                 _guarded_load(sa, A, ring.full_bar(), row + j * a_box, col, row + j * a_box < M)
 
     @T.inline
-    def store_tile(C, acc, arena, base, tm, tn, wg, packed, packed4):
+    def store_tile(C, acc, arena, base, tm, tn, wg, packed, packed4, BIAS, alpha, beta):
         row0 = tm * BM + (wg - 1) * wg_row
         col0 = tn * BN + (wg - 1) * wg_col
+        if T.constexpr(has_ops):
+            _apply_ops(acc, C, BIAS, alpha, beta, row0, col0, WN, M, N, with_bias)
         if T.constexpr(epilogue == "tma"):
             _store_tma(
                 acc,
@@ -199,7 +210,7 @@ def make_gemm(
             dsl.store_acc(acc, C, row0, col0, WN, M, N, True, check_cols, packed)
 
     @T.inline
-    def body(A, B, C, WS, LOCK):
+    def body(A, B, C, WS, LOCK, BIAS, alpha, beta):
         if T.constexpr(cluster_m == 1):
             T.device_entry(
                 launch=T.cuda.LaunchConfig(grid=ctas, block=384, dynamic_smem_bytes=smem),
@@ -313,18 +324,20 @@ def make_gemm(
                         ring, min(inflight, ktiles // split), stages, lane, rank, cluster_m
                     )
                 if T.constexpr(split == 1):
-                    store_tile(C, acc, arena, base, tm, tn, wg, packed, packed4)
+                    store_tile(C, acc, arena, base, tm, tn, wg, packed, packed4, BIAS, alpha, beta)
                 else:
                     _split_reduce(
                         acc, WS, LOCK, t, T.truncdiv(u, total), tid - 128, last, tmp, split, WN
                     )
                     if last[0] == 1:
-                        store_tile(C, acc, arena, base, tm, tn, wg, packed, packed4)
+                        store_tile(
+                            C, acc, arena, base, tm, tn, wg, packed, packed4, BIAS, alpha, beta
+                        )
             if T.constexpr(epilogue == "tma"):
                 if T.cuda.thread_in_warpgroup() == 0:
                     dsl.bulk_wait(0)  # staging smem must outlive the stores that read it
 
-    if split == 1:
+    if split == 1 and not ops:
 
         @T.function
         def gemm(
@@ -332,10 +345,27 @@ def make_gemm(
             B: T.Tensor((N, K), tdt, align=16),
             C: T.Tensor((M, N), tdt, align=16),
         ):
-            body(A, B, C, None, None)
+            body(A, B, C, None, None, None, None, None)
 
         return gemm
     ws_len, lock_len = T.dynamic("ws_len"), T.dynamic("lock_len")
+    if ops:
+        bias_len = T.dynamic("bias_len")
+
+        @T.function
+        def gemm_ops(
+            A: T.Tensor((M, K), tdt, align=16),
+            B: T.Tensor((N, K), tdt, align=16),
+            C: T.Tensor((M, N), tdt, align=16),
+            WS: T.Tensor((ws_len,), "float32", align=16),
+            LOCK: T.Tensor((lock_len,), "int32", align=16),
+            BIAS: T.Tensor((bias_len,), tdt, align=16),
+            alpha: T.float32,
+            beta: T.float32,
+        ):
+            body(A, B, C, WS, LOCK, BIAS, alpha, beta)
+
+        return gemm_ops
 
     @T.function
     def gemm_split(
@@ -345,9 +375,32 @@ def make_gemm(
         WS: T.Tensor((ws_len,), "float32", align=16),
         LOCK: T.Tensor((lock_len,), "int32", align=16),
     ):
-        body(A, B, C, WS, LOCK)
+        body(A, B, C, WS, LOCK, None, None, None)
 
     return gemm_split
+
+
+@T.inline
+def _apply_ops(acc, C, BIAS, alpha, beta, row0, col0, n, rows, cols, with_bias):
+    """acc = alpha * acc (+ bias[col]) (+ beta * C[row, col]) on a warpgroup's 64 x n
+    fragment at (row0, col0) (:func:`.wgmma.acc_coord`: register 4j + 2h + e is row
+    r + 8h, column c + 8j + e); C and bias are read only inside the M x N bounds."""
+    t = T.cuda.thread_in_warpgroup()
+    r = row0 + 16 * (t // 32) + (t % 32) // 4
+    c = col0 + 2 * (t % 4)
+    for j in T.unroll(n // 8):
+        for h in T.unroll(2):
+            for e in T.unroll(2):
+                acc[4 * j + 2 * h + e] = acc[4 * j + 2 * h + e] * alpha
+                if c + 8 * j + e < cols:
+                    if T.constexpr(with_bias):
+                        acc[4 * j + 2 * h + e] = acc[4 * j + 2 * h + e] + T.cast(
+                            BIAS[c + 8 * j + e], "float32"
+                        )
+                    if (beta != T.float32(0)) & (r + 8 * h < rows):
+                        acc[4 * j + 2 * h + e] = acc[4 * j + 2 * h + e] + beta * T.cast(
+                            C[r + 8 * h, c + 8 * j + e], "float32"
+                        )
 
 
 def _k_range(s, ktiles, split):

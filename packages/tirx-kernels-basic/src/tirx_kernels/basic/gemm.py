@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""The public GEMM op: ``gemm(a, b, out=None) -> Tensor`` computes ``a @ b.T``.
+"""The public GEMM op: ``gemm(a, b, out=None, *, bias=None, alpha=1.0, beta=0.0)``
+computes ``alpha * a @ b.T + bias + beta * out`` (by default ``a @ b.T``).
 
 ``a`` is (M, K), ``b`` is (N, K) -- the kernel's NT layout, both K-major, as a linear
 layer's weight is stored -- and ``out`` is (M, N); bf16 or fp16, fp32 accumulation.
-``torch.ops.tirx_kernels.basic_gemm(out, a, b)`` writes ``out`` and returns None (a torch
-custom op: eager, CUDA graphs, ``torch.compile(fullgraph=True)``); ``gemm`` allocates
-``out`` when it is None and returns it. N and K are compile-time constants of the kernel, M
+``torch.ops.tirx_kernels.basic_gemm(out, a, b, bias=None, alpha=1.0, beta=0.0)`` writes
+``out`` and returns None (a torch custom op: eager, CUDA graphs,
+``torch.compile(fullgraph=True)``); ``gemm`` allocates ``out`` when it is None and returns
+it. N and K are compile-time constants of the kernel, M
 is a run-time argument: ``_gemm_schedule.pick_config`` picks the tile config (and split-K)
 for the shape of the call, and the first call of each (N, K, dtype, config) compiles it
 (seconds); every later call with any M reuses it (``compiled_gemm``, a per-process cache
@@ -31,10 +33,12 @@ __all__ = ["compiled_gemm", "gemm", "gemm_config", "launch_gemm"]
 
 
 @functools.cache
-def compiled_gemm(N: int, K: int, dtype: str, config: TileConfig):
-    """The kernel for one (N, K, dtype, tile config), compiled once per process; it serves
-    every M. Called as ``(a, b, out)``."""
-    return toolchain.compile(make_gemm(N, K, dtype, TileConfig(*config)))
+def compiled_gemm(N: int, K: int, dtype: str, config: TileConfig, ops: str = ""):
+    """The kernel for one (N, K, dtype, tile config, epilogue ops), compiled once per
+    process; it serves every M. Called as ``(a, b, out)`` (plain), ``(a, b, out, ws,
+    lock)`` (split-K) or ``(a, b, out, ws, lock, bias, alpha, beta)`` (ops); see
+    :func:`launch_gemm`."""
+    return toolchain.compile(make_gemm(N, K, dtype, TileConfig(*config), ops=ops))
 
 
 def gemm_config(M: int, N: int, K: int) -> TileConfig:
@@ -60,19 +64,34 @@ def split_scratch(device: torch.device, floats: int, tiles: int):
     return ws, lock
 
 
-def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: TileConfig):
-    """Run the compiled kernel of ``config`` on valid arguments (split-K with its scratch)."""
+def launch_gemm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    out: torch.Tensor,
+    config: TileConfig,
+    bias: torch.Tensor | None = None,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+):
+    """Run the compiled kernel of ``config`` on valid arguments: split-K with its scratch,
+    the scale/bias epilogue when ``bias``, ``alpha`` or ``beta`` asks for it."""
     (M, K), N = a.shape, b.shape[0]
-    ex = compiled_gemm(N, K, DTYPE_NAMES[a.dtype], config)
-    if config.split == 1:
+    ops = "scale_bias" if bias is not None else ("" if (alpha, beta) == (1.0, 0.0) else "scale")
+    ex = compiled_gemm(N, K, DTYPE_NAMES[a.dtype], config, ops)
+    if config.split == 1 and not ops:
         ex(a, b, out)
         return
     tiles = -(-M // config.bm) * -(-N // config.bn)
     ws, lock = split_scratch(a.device, config.split * tiles * config.bm * config.bn, tiles)
-    ex(a, b, out, ws, lock)
+    if not ops:
+        ex(a, b, out, ws, lock)
+        return
+    ex(a, b, out, ws, lock, out if bias is None else bias, float(alpha), float(beta))
 
 
-def _check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> str:
+def _check(
+    out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None
+) -> str:
     """The dtype name of valid arguments; ValueError naming the argument and the fix."""
     fn = "gemm"
     dtype = dtype_name(fn, "a", a)
@@ -112,27 +131,55 @@ def _check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> str:
             f"{fn}: out must be ({M}, {N}) of a's dtype {a.dtype}, got "
             f"{tuple(out.shape)} {out.dtype}; allocate it with a.new_empty(M, N)"
         )
-    check_tensors(fn, a=a, b=b, out=out)
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != N or bias.dtype != a.dtype):
+        raise ValueError(
+            f"{fn}: bias must be 1-D ({N},) of a's dtype {a.dtype}, got "
+            f"{tuple(bias.shape)} {bias.dtype}; pass bias.reshape({N}).to(a.dtype)"
+        )
+    check_tensors(fn, a=a, b=b, out=out, **({} if bias is None else {"bias": bias}))
     return dtype
 
 
 @public_op("basic_gemm", mutates_args=("out",))
-def _gemm(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
-    _check(out, a, b)
+def _gemm(
+    out: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+) -> None:
+    _check(out, a, b, bias)
     (M, K), N = a.shape, b.shape[0]
     if not M or not N:  # an empty output has nothing to launch
         return
     if not K:  # the kernel needs K >= 1; a sum over nothing is zero
-        out.zero_()
+        if beta:
+            out.mul_(beta)
+        else:
+            out.zero_()
+        if bias is not None:
+            out.add_(bias)
         return
-    launch_gemm(a, b, out, gemm_config(M, N, K))
+    launch_gemm(a, b, out, gemm_config(M, N, K), bias, alpha, beta)
 
 
-def gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """``a @ b.T`` for ``a`` (M, K) and ``b`` (N, K); writes ``out`` (M, N) when given and
-    returns it."""
+def gemm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    out: torch.Tensor | None = None,
+    *,
+    bias: torch.Tensor | None = None,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+) -> torch.Tensor:
+    """``alpha * a @ b.T + bias + beta * out`` for ``a`` (M, K), ``b`` (N, K) and ``bias``
+    (N,) (default: ``a @ b.T``); writes ``out`` (M, N) when given and returns it. The sum is
+    in fp32 and rounded once; ``beta != 0`` reads ``out``, so it needs ``out``."""
     if out is None:
+        if beta:
+            raise ValueError("gemm: beta != 0 reads out; pass out (M, N) holding C")
         # (M, N) for valid 2-D arguments; any shape otherwise, so the op's check reports them
         out = a.new_empty(a.shape[:-1] + b.shape[:1])
-    _gemm(out, a, b)
+    _gemm(out, a, b, bias, alpha, beta)
     return out
