@@ -81,12 +81,14 @@ def launch_gemm(
     if config.split == 1 and not ops:
         ex(a, b, out)
         return
-    tiles = -(-M // config.bm) * -(-N // config.bn)
-    ws, lock = split_scratch(a.device, config.split * tiles * config.bm * config.bn, tiles)
+    tiles = -(-M // config.bm) * -(-N // config.bn) if config.split > 1 else 1
+    floats = config.split * tiles * config.bm * config.bn if config.split > 1 else 4
+    ws, lock = split_scratch(a.device, floats, tiles)  # unread without split-K
     if not ops:
         ex(a, b, out, ws, lock)
         return
-    ex(a, b, out, ws, lock, out if bias is None else bias, float(alpha), float(beta))
+    placeholder = out.view(-1) if bias is None else bias  # 1-D, unread by "scale"
+    ex(a, b, out, ws, lock, placeholder, float(alpha), float(beta))
 
 
 def _check(
