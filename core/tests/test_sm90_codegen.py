@@ -42,7 +42,7 @@ def test_gemm_tail_shape_cubin():
     """The warp-specialized persistent GEMM (all blocks together) on a shape with M, N and
     K tails assembles; its source has both register budgets and the ring protocol."""
     gemm = pytest.importorskip("tirx_kernels.basic._gemm_tirx")
-    func = gemm.make_gemm(333, 520, 264, "bfloat16")
+    func = gemm.make_gemm(520, 264, "bfloat16")  # M is a run-time argument
     src = toolchain.cuda_source(toolchain.compile(func))
     assert "__launch_bounds__(384, 1)" in src
     assert "setmaxnreg.dec.sync.aligned.u32 40" in src
@@ -59,7 +59,7 @@ def test_gemm_tail_shape_cubin():
 def test_gemm_cluster_multicast_cubin():
     """The cluster_m=2 variant: multicast TMA, remote mbarrier arrive, cluster barrier."""
     gemm = pytest.importorskip("tirx_kernels.basic._gemm_tirx")
-    func = gemm.make_gemm(1000, 1000, 1000, "float16", cluster_m=2)
+    func = gemm.make_gemm(1000, 1000, "float16", cluster_m=2)
     src = toolchain.cuda_source(toolchain.compile(func))
     assert ".multicast::cluster" in src and "mapa.shared::cluster.u32" in src
     assert "mbarrier.arrive.shared::cluster.b64" in src and "barrier.cluster.wait" in src
@@ -68,13 +68,8 @@ def test_gemm_cluster_multicast_cubin():
 
 def test_gemm_rejects_unsupported_shapes():
     gemm = pytest.importorskip("tirx_kernels.basic._gemm_tirx")
-    for bad in [
-        dict(M=64, N=64, K=100),
-        dict(M=64, N=100, K=64),
-        dict(M=0, N=64, K=64),
-        dict(M=65536, N=65536, K=64),
-    ]:
+    for bad in [dict(N=64, K=100), dict(N=100, K=64), dict(N=0, K=64), dict(N=65536, K=65536)]:
         with pytest.raises(ValueError):
             gemm.make_gemm(dtype="bfloat16", **bad)
     with pytest.raises(ValueError):
-        gemm.make_gemm(64, 64, 64, "fp32")
+        gemm.make_gemm(64, 64, "fp32")

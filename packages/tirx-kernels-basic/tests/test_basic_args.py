@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tirx_kernels.basic._args import check_memory, dtype_name
+from tirx_kernels.basic._args import check_memory, check_tensors, dtype_name
 
 
 def cuda_like(device=0, contiguous=True, ptr=4096):
@@ -48,3 +48,11 @@ def test_a_good_tensor_passes():
 def test_bad_memory_names_the_argument_and_the_fix(tensor, device, message):
     with pytest.raises(ValueError, match=message):
         check_memory("f", "x", tensor, device)
+
+
+def test_check_tensors_checks_each_on_the_first_ones_device():
+    check_tensors("f", a=cuda_like(1), b=cuda_like(1))
+    with pytest.raises(ValueError, match=r"f: b must be on the first argument's device cuda:1"):
+        check_tensors("f", a=cuda_like(1), b=cuda_like(0))
+    with pytest.raises(ValueError, match=r"f: a must be contiguous"):
+        check_tensors("f", a=cuda_like(contiguous=False), b=cuda_like())

@@ -2,20 +2,33 @@
 # SPDX-FileCopyrightText: Copyright TIRx authors
 """The public op ``torch.ops.tirx_kernels.basic_gemm`` and its wrapper ``gemm`` (a @ b.T).
 
-CPU: registration, argument checks, the fake, Dynamo tracing. GPU (sm_90a; skipped
-elsewhere): the op against an fp32 matmul, eagerly, replayed from a CUDA graph and under
+CPU: registration, argument checks, the fake, Dynamo tracing, run-time M (one compile
+serves every M of a tile config; the generated CUDA takes M as an argument). GPU (sm_90a;
+skipped elsewhere): the op against an fp32 matmul, eagerly, for many M through one
+compiled kernel, every tile config and variant, replayed from a CUDA graph and under
 ``torch.compile(fullgraph=True)``.
 """
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from tirx_kernels.basic._gemm_schedule import CANDIDATES, TileConfig
+from tirx_kernels.basic._gemm_tirx import make_gemm
 from tirx_kernels.basic.gemm import _check as _check_arguments
-from tirx_kernels.basic.gemm import gemm
+from tirx_kernels.basic.gemm import (
+    compiled_gemm,
+    gemm,
+    gemm_config,
+    launch_gemm,
+    split_scratch,
+)
 from tirx_kernels.basic.kernels import gemm as gemm_kernel
+from tirx_kernels.core import toolchain
 from tirx_kernels.core.ops import is_registered
 
 BF16, FP16 = torch.bfloat16, torch.float16
@@ -94,6 +107,79 @@ def test_fullgraph_compile_traces_the_wrapper_into_one_graph_with_the_op():
     assert packet in ops or packet.default in ops
 
 
+def test_one_compile_serves_every_m_of_a_config():
+    """The compile cache is keyed without M: the M values the dispatch maps to one tile
+    config compile once (counted by the cache), and get the same executable."""
+    compiled_gemm.cache_clear()
+    decode = [1, 7, 16, 33, 64]  # all (64, 128) tiles at N = 1024
+    large = [2048, 3000, 4096, 8191]  # all (128, 256) tiles at N = 8192
+    assert {gemm_config(m, 1024, 512) for m in decode} == {TileConfig(64, 128)}
+    assert {gemm_config(m, 8192, 256) for m in large} == {TileConfig(128, 256)}
+    small = {id(compiled_gemm(1024, 512, "bfloat16", gemm_config(m, 1024, 512))) for m in decode}
+    assert len(small) == 1 and compiled_gemm.cache_info().misses == 1
+    big = {id(compiled_gemm(8192, 256, "bfloat16", gemm_config(m, 8192, 256))) for m in large}
+    assert len(big) == 1 and compiled_gemm.cache_info().misses == 2
+    assert compiled_gemm.cache_info().hits == len(decode) + len(large) - 2
+
+
+@pytest.mark.parametrize("config", CANDIDATES, ids=lambda c: f"bm{c.bm}_bn{c.bn}")
+def test_the_generated_cuda_takes_m_as_an_argument(config):
+    """No M constant in the kernel: M is a kernel argument, the tile count, the persistent
+    grid stride and the A box guards are expressions of it; every candidate assembles."""
+    func = make_gemm(1000, 264, "bfloat16", config)
+    src = toolchain.cuda_source(toolchain.compile(func))
+    assert re.search(r"__global__ void .*gemm_kernel\(.*CUtensorMap.*, int M\)", src)
+    bm = config.bm
+    assert f"((M + {bm - 1}) >> {bm.bit_length() - 1})" in src  # ceil(M / bm) M tiles
+    assert re.search(r"u \+= [^;]*\(M \+ ", src)  # persistent stride min(units, SMs)
+    assert len(toolchain.compile_cubin(func)) > 0
+
+
+@pytest.mark.parametrize("config", [TileConfig(64, 128, 4), TileConfig(128, 256, 2)], ids=str)
+def test_split_k_kernel_takes_its_scratch_and_reduces_through_l2(config):
+    src = toolchain.cuda_source(toolchain.compile(make_gemm(4096, 4096, "bfloat16", config)))
+    assert re.search(r"gemm_split_kernel\(int\* __restrict__ LOCK_ptr, float\* __restrict__", src)
+    assert "atomicAdd" in src and "__threadfence()" in src and "bar.sync %0, %1;" in src
+    assert "ld.global.cg.f32" in src  # partials of other SMs: read from L2, not a stale L1
+    assert len(toolchain.compile_cubin(make_gemm(4096, 4096, "bfloat16", config))) > 0
+
+
+def test_bad_bias_and_beta_without_out_raise_value_error():
+    out, a, b = _args()
+    with pytest.raises(ValueError, match=r"bias must be 1-D \(32,\) of a's dtype"):
+        torch.ops.tirx_kernels.basic_gemm(out, a, b, torch.zeros(16))
+    with pytest.raises(ValueError, match=r"beta != 0 reads out; pass out"):
+        gemm(a, b, beta=0.5)
+
+
+def test_the_fake_takes_bias_alpha_beta():
+    with FakeTensorMode():
+        out, a, b = _args(a=(5, 256), b=(48, 256))
+        bias = torch.empty(48, dtype=BF16)
+        assert torch.ops.tirx_kernels.basic_gemm(out, a, b, bias, 2.0, 0.5) is None
+        assert gemm(a, b, out, bias=bias, alpha=2.0, beta=1.0) is out
+
+
+@pytest.mark.parametrize(
+    "config, ops",
+    [(TileConfig(128, 128), "scale_bias"), (TileConfig(64, 128, 4), "scale")],
+    ids=str,
+)
+def test_the_scale_bias_epilogue_kernel_takes_alpha_beta_at_run_time(config, ops):
+    func = make_gemm(1000, 1024, "bfloat16", config, ops=ops)
+    src = toolchain.cuda_source(toolchain.compile(func))
+    assert re.search(r"gemm_ops_kernel\(.*int M, float alpha, float beta\)", src)
+    assert ("BIAS_ptr" in src) == (ops == "scale_bias")
+    assert len(toolchain.compile_cubin(func)) > 0
+
+
+def test_split_k_variant_limits():
+    with pytest.raises(ValueError, match="split=9 must be in 1..8"):
+        make_gemm(1024, 512, "bfloat16", TileConfig(128, 128, 9))
+    with pytest.raises(ValueError, match="split-K runs without clusters"):
+        make_gemm(1024, 4096, "bfloat16", TileConfig(128, 128, 2), cluster_m=2)
+
+
 # ---- GPU ------------------------------------------------------------------------------
 
 
@@ -119,6 +205,91 @@ def test_eager_matches_fp32_reference(M, N, K, dtype):
     _check(gemm(a, b), a, b)
     out = torch.full((M, N), float("nan"), dtype=dtype, device="cuda")
     assert gemm(a, b, out=out) is out
+    _check(out, a, b)
+
+
+@needs_sm90
+def test_one_compiled_kernel_is_right_for_every_m():
+    """Several M, every A box count of bm=64 and both tails, through one compile."""
+    compiled_gemm.cache_clear()
+    for M in (1, 15, 16, 17, 40, 63, 64):
+        a, b = _data(M, 1024, 512, BF16, seed=M)
+        assert gemm_config(M, 1024, 512) == TileConfig(64, 128)
+        _check(gemm(a, b), a, b)
+    assert compiled_gemm.cache_info().misses == 1
+
+
+@needs_sm90
+@pytest.mark.parametrize("config", CANDIDATES, ids=lambda c: f"bm{c.bm}_bn{c.bn}")
+@pytest.mark.parametrize("M", [1, 77, 200, 515])
+def test_every_tile_config_at_ragged_m(config, M):
+    a, b = _data(M, 1000, 264, FP16, seed=M)
+    out = torch.full((M, 1000), float("nan"), dtype=FP16, device="cuda")
+    compiled_gemm(1000, 264, "float16", config)(a, b, out)
+    _check(out, a, b)
+
+
+@needs_sm90
+@pytest.mark.parametrize(
+    "config", [TileConfig(64, 128, 4), TileConfig(128, 128, 2), TileConfig(128, 256, 3)], ids=str
+)
+@pytest.mark.parametrize("M", [1, 64, 200, 1000])
+def test_split_k_is_right_deterministic_and_leaves_its_locks_at_zero(config, M):
+    """Split-K at several M through one compile; twice bit for bit (the splits are summed in
+    split order) and the tile locks back at zero (the second launch reuses them)."""
+    a, b = _data(M, 2048, 4096, BF16, seed=M)
+    outs = []
+    for _ in range(2):
+        out = torch.full((M, 2048), float("nan"), dtype=BF16, device="cuda")
+        launch_gemm(a, b, out, config)
+        outs.append(out)
+    _check(outs[0], a, b)
+    assert torch.equal(outs[0], outs[1])
+    _, lock = split_scratch(a.device, 0, 0)
+    assert int(lock.abs().sum()) == 0
+
+
+@needs_sm90
+@pytest.mark.parametrize("M, N, K", [(1, 4096, 4096), (333, 520, 264), (1024, 1024, 1024)])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_alpha_beta_bias_epilogue(M, N, K, with_bias):
+    """alpha * a @ b.T + bias + beta * C, in fp32 before the one rounding, on plain and
+    split-K dispatches (M = 1 and 1024 split)."""
+    a, b = _data(M, N, K, BF16)
+    g = torch.Generator().manual_seed(7)
+    c0 = torch.randn(M, N, generator=g).to(BF16).cuda()
+    bias = torch.randn(N, generator=g).to(BF16).cuda() if with_bias else None
+    out = c0.clone()
+    gemm(a, b, out, bias=bias, alpha=0.5, beta=-2.0)
+    ref = 0.5 * gemm_kernel.reference(a, b) - 2.0 * c0.float()
+    if with_bias:
+        ref = ref + bias.float()
+    tol = gemm_kernel.tolerance(K, "bfloat16") + 2.0**-8 * float(ref.abs().max())
+    torch.testing.assert_close(out.float(), ref, rtol=0.0, atol=tol)
+    nan = torch.full((M, N), float("nan"), dtype=BF16, device="cuda")
+    gemm(a, b, nan, alpha=2.0)  # beta = 0: out is not read (NaN must not leak)
+    twice = 2.0 * gemm_kernel.reference(a, b)
+    torch.testing.assert_close(nan.float(), twice, rtol=0.0, atol=2 * tol)
+
+
+@needs_sm90
+def test_the_op_dispatches_split_k_for_decode():
+    a, b = _data(1, 4096, 4096, BF16)
+    assert gemm_config(1, 4096, 4096).split > 1
+    _check(gemm(a, b), a, b)
+
+
+@needs_sm90
+@pytest.mark.parametrize(
+    "variant", [dict(cluster_m=2), dict(epilogue="direct"), dict(inflight=0)], ids=str
+)
+@pytest.mark.parametrize("M", [1, 333])
+def test_variants_at_run_time_m(variant, M):
+    """The development variants (``make_gemm`` keywords) with run-time M, odd tile rows."""
+    ex = toolchain.compile(make_gemm(520, 264, "bfloat16", TileConfig(128, 128), **variant))
+    a, b = _data(M, 520, 264, BF16)
+    out = torch.full((M, 520), float("nan"), dtype=BF16, device="cuda")
+    ex(a, b, out)
     _check(out, a, b)
 
 

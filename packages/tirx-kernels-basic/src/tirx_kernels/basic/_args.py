@@ -45,3 +45,10 @@ def check_memory(fn: str, name: str, t: torch.Tensor, device: int) -> None:
             f"{fn}: {name} must be 16-byte aligned (a view at an offset is not); "
             f"pass {name}.clone()"
         )
+
+
+def check_tensors(fn: str, **tensors: torch.Tensor) -> None:
+    """:func:`check_memory` of each named tensor, on the device of the first one."""
+    device = next(iter(tensors.values())).get_device()
+    for name, t in tensors.items():
+        check_memory(fn, name, t, device)

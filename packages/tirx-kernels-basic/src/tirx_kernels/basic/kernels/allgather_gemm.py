@@ -31,7 +31,7 @@ import unittest
 import torch
 
 from tirx_kernels.basic._gemm_tirx import make_gemm
-from tirx_kernels.basic.gemm import compiled_gemm
+from tirx_kernels.basic.gemm import compiled_gemm, gemm_config, launch_gemm
 from tirx_kernels.basic.kernels.gemm import tolerance
 from tirx_kernels.core import testing, toolchain
 
@@ -92,7 +92,7 @@ BENCH_CONFIGS = [
 
 def get_kernel(m_local, N, K, dtype="bfloat16", world=2, **_):
     """The GEMM PrimFunc over the gathered rows (what CPU CI compiles)."""
-    return make_gemm(world * m_local, N, K, dtype)
+    return make_gemm(N, K, dtype, gemm_config(world * m_local, N, K))
 
 
 def _check_group(world):
@@ -127,11 +127,11 @@ def prepare_data(m_local, N, K, dtype="bfloat16", world=2, rank=0, seed=0):
     return a_local, b, a, c
 
 
-def _launch(ex, a_local, b, a, c):
+def _launch(config, a_local, b, a, c):
     import torch.distributed as dist
 
     dist.all_gather_into_tensor(a, a_local)  # blocking: the current stream waits for NCCL
-    ex(a, b, c)
+    launch_gemm(a, b, c, config)
 
 
 def reference(a_local, b, world):
@@ -146,9 +146,10 @@ def reference(a_local, b, world):
 def run_test(m_local, N, K, dtype="bfloat16", world=2):
     rank = _check_group(world)
     M = world * m_local
-    ex = compiled_gemm(M, N, K, dtype)
+    config = gemm_config(M, N, K)
+    compiled_gemm(N, K, dtype, config)  # compile outside the collective
     a_local, b, a, c = prepare_data(m_local, N, K, dtype, world, rank)
-    _launch(ex, a_local, b, a, c)
+    _launch(config, a_local, b, a, c)
     ref_a, ref = reference(a_local, b, world)
     torch.cuda.synchronize()
     # the gather itself, against shards regenerated from their seeds (no communication)
@@ -166,23 +167,13 @@ def run_test(m_local, N, K, dtype="bfloat16", world=2):
     return {"rank": rank, "max_abs_err": worst, "tol": tol}
 
 
-def run_bench(
-    m_local,
-    N,
-    K,
-    dtype="bfloat16",
-    world=2,
-    *,
-    warmup=None,
-    repeat=None,
-    timer=None,
-    rounds=1,
-    cooldown_s=1.0,
-):
+def run_bench(m_local, N, K, dtype="bfloat16", world=2, **options):
     from tirx_kernels.core import distributed
+    from tirx_kernels.core.protocol import BENCH_OPTIONS
 
     rank = _check_group(world)
-    ex = compiled_gemm(world * m_local, N, K, dtype)
+    config = gemm_config(world * m_local, N, K)
+    compiled_gemm(N, K, dtype, config)
     a_local, b, a, c = prepare_data(m_local, N, K, dtype, world, rank)
     ctx = distributed.bench_context()  # timing stream: the current stream, ours launch on it
 
@@ -197,13 +188,12 @@ def run_bench(
 
         return launch
 
-    return testing.bench(
-        lambda: _launch(ex, a_local, b, a, c),
-        {"torch": build_torch},
-        warmup=warmup,
-        repeat=repeat,
-        timer=timer,
-        rounds=rounds,
-        cooldown_s=cooldown_s,
+    # toolchain.bench, not testing.bench: that one keeps only the tirx-run options and
+    # would drop the distributed context (the kineto timer over ranks)
+    chosen = {key: value for key, value in options.items() if key in BENCH_OPTIONS}
+    return toolchain.bench(
+        {"tirx": lambda: _launch(config, a_local, b, a, c)},
+        references={"torch": build_torch},
         distributed=ctx,
+        **chosen,
     )

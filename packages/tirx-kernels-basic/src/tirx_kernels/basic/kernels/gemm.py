@@ -3,9 +3,11 @@
 """Dense GEMM ``C = A @ B^T`` (NT) for sm_90a, bf16/fp16: the kernel module.
 
 The public op is ``tirx_kernels.basic.gemm.gemm`` (``torch.ops.tirx_kernels.basic_gemm``);
-the kernel, its numerics, domain and schedule are in ``_gemm_tirx``, the tile and stage
-choices in ``_gemm_schedule``. run_test checks the op against an fp32 matmul; run_bench
-times the compiled kernel beside ``torch.matmul`` (cuBLAS).
+the kernel, its numerics, domain and schedule are in ``_gemm_tirx`` (M is a run-time
+argument: one compile per (N, K, dtype, tile config)), the tile config chosen per M in
+``_gemm_schedule``. run_test checks the op against an fp32 matmul; run_bench times the
+compiled kernel the op dispatches to (or a forced ``bm``/``bn``/``split``, for sweeps)
+beside ``torch.matmul`` (cuBLAS).
 """
 
 from __future__ import annotations
@@ -14,36 +16,48 @@ import unittest
 
 import torch
 
+from tirx_kernels.basic._gemm_schedule import TileConfig
 from tirx_kernels.basic._gemm_tirx import make_gemm
-from tirx_kernels.basic.gemm import compiled_gemm, gemm
+from tirx_kernels.basic.gemm import compiled_gemm, gemm, gemm_config, launch_gemm
 from tirx_kernels.core import testing, toolchain
 
 KERNEL_META = {
     "name": "fp16_bf16_gemm",
-    "category": "basic",
-    "compute_capability": 9,
-    "archs": ["sm_90a"],
     "description": "C = A @ B^T (NT), bf16/fp16 in and out, fp32 accumulation; TMA + wgmma",
+    "category": "basic",
+    "archs": ["sm_90a"],
+    "compute_capability": 9,
     "dtypes": ["bfloat16", "float16"],
 }
-
 PUBLIC_OPS = ("basic_gemm",)
 
+# (dtype abbreviation, dtype, M, N, K): every M class of the issue (decode 1..64, skinny
+# 128/256, 1000-1024, 3000, large), ragged tails in M, N and K, and both bm=64 box counts
+_SHAPES = [
+    ("bf16", "bfloat16", 1, 4096, 4096),
+    ("bf16", "bfloat16", 16, 8192, 4096),
+    ("bf16", "bfloat16", 40, 1024, 512),
+    ("fp16", "float16", 64, 4096, 8192),
+    ("fp16", "float16", 100, 2048, 1024),
+    ("bf16", "bfloat16", 128, 8192, 8192),
+    ("bf16", "bfloat16", 256, 256, 256),
+    ("bf16", "bfloat16", 256, 8192, 8192),
+    ("bf16", "bfloat16", 333, 520, 264),
+    ("bf16", "bfloat16", 1000, 1000, 1000),
+    ("fp16", "float16", 1000, 1000, 1000),
+    ("bf16", "bfloat16", 1024, 1024, 1024),
+    ("fp16", "float16", 2048, 2048, 2048),
+    ("bf16", "bfloat16", 3000, 5120, 5120),
+    ("bf16", "bfloat16", 4096, 4096, 4096),
+    ("bf16", "bfloat16", 8192, 8192, 8192),
+]
 CONFIGS = [
-    {"label": "bf16_m256_n256_k256", "dtype": "bfloat16", "M": 256, "N": 256, "K": 256},
-    {"label": "bf16_m1024_n1024_k1024", "dtype": "bfloat16", "M": 1024, "N": 1024, "K": 1024},
-    {"label": "fp16_m2048_n2048_k2048", "dtype": "float16", "M": 2048, "N": 2048, "K": 2048},
-    {"label": "bf16_m4096_n4096_k4096", "dtype": "bfloat16", "M": 4096, "N": 4096, "K": 4096},
-    {"label": "bf16_m8192_n8192_k8192", "dtype": "bfloat16", "M": 8192, "N": 8192, "K": 8192},
-    {"label": "bf16_m1000_n1000_k1000", "dtype": "bfloat16", "M": 1000, "N": 1000, "K": 1000},
-    {"label": "fp16_m1000_n1000_k1000", "dtype": "float16", "M": 1000, "N": 1000, "K": 1000},
-    {"label": "bf16_m333_n520_k264", "dtype": "bfloat16", "M": 333, "N": 520, "K": 264},
-    {"label": "bf16_m1_n4096_k4096", "dtype": "bfloat16", "M": 1, "N": 4096, "K": 4096},
-    {"label": "bf16_m16_n8192_k4096", "dtype": "bfloat16", "M": 16, "N": 8192, "K": 4096},
-    {"label": "fp16_m64_n4096_k8192", "dtype": "float16", "M": 64, "N": 4096, "K": 8192},
-    {"label": "bf16_m128_n8192_k8192", "dtype": "bfloat16", "M": 128, "N": 8192, "K": 8192},
+    {"label": f"{ab}_m{m}_n{n}_k{k}", "dtype": dt, "M": m, "N": n, "K": k}
+    for ab, dt, m, n, k in _SHAPES
 ]
 
+# squares; N = K = 8192 over the issue's M classes (decode, skinny 128/256 -- the 0.77
+# case at 256 --, 512, 2048); and the issue's 1000^3-like and 3000x5120x5120 shapes
 BENCH_CONFIGS = (
     [
         {"label": f"{abbr}_m{s}_n{s}_k{s}", "dtype": dt, "M": s, "N": s, "K": s}
@@ -52,16 +66,20 @@ BENCH_CONFIGS = (
     ]
     + [
         {"label": f"bf16_m{m}_n8192_k8192", "dtype": "bfloat16", "M": m, "N": 8192, "K": 8192}
-        for m in [1, 16, 64, 128]
+        for m in [1, 16, 64, 128, 256, 512, 2048]
     ]
-    + [
-        {"label": "bf16_m1000_n1000_k1000", "dtype": "bfloat16", "M": 1000, "N": 1000, "K": 1000},
-    ]
+    + [c for c in CONFIGS if c["M"] in (1000, 3000) and c["dtype"] == "bfloat16"]
 )
 
 
-def get_kernel(M, N, K, dtype="bfloat16", **_):
-    return make_gemm(M, N, K, dtype)
+def _tile(M, N, K, bm=None, bn=None, split=None):
+    """The op's tile config for M x N x K, with any of ``bm``/``bn``/``split`` forced."""
+    picked = gemm_config(M, N, K)
+    return TileConfig(bm or picked.bm, bn or picked.bn, split or picked.split)
+
+
+def get_kernel(M, N, K, dtype="bfloat16", bm=None, bn=None, split=None, **_):
+    return make_gemm(N, K, dtype, _tile(M, N, K, bm, bn, split))
 
 
 def prepare_data(M, N, K, dtype="bfloat16", seed=0, **_):
@@ -93,7 +111,7 @@ def tolerance(K, dtype):
 def run_test(M, N, K, dtype="bfloat16"):
     """The public op vs an fp32 matmul; without an sm_90a GPU, compile to a cubin and skip."""
     if toolchain.gpu_arch() not in KERNEL_META["archs"]:
-        toolchain.compile_cubin(make_gemm(M, N, K, dtype))
+        toolchain.compile_cubin(get_kernel(M, N, K, dtype))
         raise unittest.SkipTest(f"compiled to a cubin; no {KERNEL_META['archs']} GPU to run on")
     a, b, c = prepare_data(M, N, K, dtype)
     gemm(a, b, out=c)
@@ -101,29 +119,20 @@ def run_test(M, N, K, dtype="bfloat16"):
     tol = tolerance(K, dtype)
     what = f"fp16_bf16_gemm {dtype} M={M} N={N} K={K} vs fp32 matmul"
     worst = testing.assert_close(what, c, reference(a, b), atol=tol, rtol=0.0)
-    return {"max_abs_err": worst, "tol": tol}
+    return {"max_abs_err": worst, "tol": tol, "config": list(gemm_config(M, N, K))}
 
 
-def run_bench(
-    M, N, K, dtype="bfloat16", *, warmup=None, repeat=None, timer=None, rounds=1, cooldown_s=1.0
-):
+def run_bench(M, N, K, dtype="bfloat16", bm=None, bn=None, split=None, **options):
     """Kernel time (us) of ours and of cuBLAS (``torch.matmul`` into a preallocated out)."""
-    launch = compiled_gemm(M, N, K, dtype)
+    config = _tile(M, N, K, bm, bn, split)
+    compiled_gemm(N, K, dtype, config)  # compile before timing
     a, b, c = prepare_data(M, N, K, dtype)
 
     def build_cublas():
         out, bt = torch.empty_like(c), b.t()
         return lambda: torch.matmul(a, bt, out=out)
 
-    return testing.bench(
-        lambda: launch(a, b, c),
-        {"cublas": build_cublas},
-        warmup=warmup,
-        repeat=repeat,
-        timer=timer,
-        rounds=rounds,
-        cooldown_s=cooldown_s,
-    )
+    return testing.bench(lambda: launch_gemm(a, b, c, config), {"cublas": build_cublas}, **options)
 
 
 def public_calls(batch):
