@@ -9,22 +9,10 @@ importing that module would replace a re-exported function on this package.
 
 from __future__ import annotations
 
-import importlib
+from tirx_kernels.core.exports import lazy_exports
 
-# re-exported on first use (PEP 562): the registry imports this package to list kernels,
-# and listing must not import torch or the compiler
-_LAZY = {"rmsnorm": "norm"}
-__all__ = sorted(_LAZY)
+# public name -> the op module (of this package) that defines it
+_PUBLIC = {"rmsnorm": "norm"}
 
-
-def __getattr__(name):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__all__ = sorted(_PUBLIC)
+__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC, globals())

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""Argument checks the public ops share: dtype, device, contiguity, alignment.
+"""Argument checks the public ops share: dtype, device, contiguity, alignment
+(device and memory checks are core's :func:`~tirx_kernels.core.args.check_memory`).
 
 Each raises ValueError naming the function, the argument and the fix. They read only
 tensor attributes (no allocation), since they run on every eager call.
@@ -9,6 +10,8 @@ tensor attributes (no allocation), since they run on every eager call.
 from __future__ import annotations
 
 import torch
+
+from tirx_kernels.core.args import check_memory
 
 # the dtypes the kernels take, by their TIRx/config name
 DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
@@ -23,28 +26,6 @@ def dtype_name(fn: str, name: str, t: torch.Tensor) -> str:
             f"cast it with {name}.to(torch.bfloat16)"
         )
     return dtype
-
-
-def check_memory(fn: str, name: str, t: torch.Tensor, device: int) -> None:
-    """``t`` is a contiguous, 16-byte aligned tensor on CUDA device ``device`` (the first
-    tensor argument's: pass its ``get_device()``, -1 when it is on the CPU)."""
-    on = t.get_device()
-    if on < 0:
-        raise ValueError(
-            f"{fn}: {name} must be a CUDA tensor, got {t.device}; move it with {name}.cuda()"
-        )
-    if on != device:
-        raise ValueError(
-            f"{fn}: {name} must be on the first argument's device cuda:{device}, "
-            f"got {t.device}; move it with {name}.to('cuda:{device}')"
-        )
-    if not t.is_contiguous():
-        raise ValueError(f"{fn}: {name} must be contiguous; pass {name}.contiguous()")
-    if t.data_ptr() % 16:
-        raise ValueError(
-            f"{fn}: {name} must be 16-byte aligned (a view at an offset is not); "
-            f"pass {name}.clone()"
-        )
 
 
 def check_tensors(fn: str, **tensors: torch.Tensor) -> None:

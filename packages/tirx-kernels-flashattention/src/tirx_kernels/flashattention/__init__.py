@@ -6,12 +6,11 @@ The public API is loaded on first use: the registry imports this package while l
 kernels, and listing must not import torch.
 """
 
+from __future__ import annotations
+
+from tirx_kernels.core.exports import lazy_exports
+
 _PUBLIC = {"flash_attn_func": "attention"}  # public name -> the op module defining it
 
-
-def __getattr__(name: str):
-    if name not in _PUBLIC:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f"{__name__}.{_PUBLIC[name]}"), name)
+__all__ = sorted(_PUBLIC)
+__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC, globals())

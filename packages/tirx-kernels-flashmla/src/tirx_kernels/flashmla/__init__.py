@@ -9,7 +9,7 @@ and listing must not import torch or the compiler.
 
 from __future__ import annotations
 
-import importlib
+from tirx_kernels.core.exports import lazy_exports
 
 # public name -> the op module (of this package) that defines it
 _PUBLIC = {
@@ -18,16 +18,4 @@ _PUBLIC = {
 }
 
 __all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name: str):
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_PUBLIC})
+__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC, globals())
