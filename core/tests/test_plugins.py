@@ -5,6 +5,8 @@
 import pytest
 from conftest import HEADER, PLUGIN, kernel_source
 
+from tirx_kernels.core import Family, Upstream
+from tirx_kernels.core.family import PORT_NATIVE_FILES
 from tirx_kernels.core.plugins import PluginError, load_families
 from tirx_kernels.core.registry import Registry, RegistryError
 
@@ -196,3 +198,14 @@ def test_failing_module_validation_debug_traceback(fake_site, monkeypatch, capsy
     monkeypatch.delenv("TIRX_KERNELS_DEBUG")
     with pytest.raises(PluginError, match=r"failed to validate: MetaError: "):
         Registry.load(strict=True)
+
+
+@pytest.mark.parametrize(
+    "upstream_terms, expression", [("MIT", "Apache-2.0 AND MIT"), ("Apache-2.0", "Apache-2.0")]
+)
+def test_port_family_adds_the_upstream_terms_to_apache(upstream_terms, expression):
+    upstream = Upstream("Demo", "https://github.com/example/demo", upstream_terms, "(c) Demo")
+    family = Family.port("demo", "tirx_kernels.demo", "Demo ports", upstream)
+    assert (family.name, family.category, family.description) == ("demo", "demo", "Demo ports")
+    assert family.license.expression == expression and family.license.upstream is upstream
+    assert family.license.native_files == PORT_NATIVE_FILES

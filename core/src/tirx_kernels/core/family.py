@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
+# The files of a port family that are native TIRx code: its package markers and its plugin.
+PORT_NATIVE_FILES = ("__init__.py", "plugin.py", "kernels/__init__.py")
+
 
 @dataclass(frozen=True)
 class Upstream:
@@ -99,5 +102,28 @@ class Family:
             category=name,
             package=package,
             license=LicensePolicy(expression="Apache-2.0"),
+            description=description,
+        )
+
+    @classmethod
+    def port(
+        cls,
+        name: str,
+        package: str,
+        description: str,
+        upstream: Upstream,
+        native_files: tuple[str, ...] = PORT_NATIVE_FILES,
+    ) -> Family:
+        """A family of TIRx ports of ``upstream`` whose category is its name.
+
+        Its distribution is Apache-2.0 AND the upstream's terms (Apache-2.0 alone for an
+        Apache-2.0 upstream); ``native_files`` are the files that are native TIRx code.
+        """
+        terms = "Apache-2.0" if upstream.spdx == "Apache-2.0" else f"Apache-2.0 AND {upstream.spdx}"
+        return cls(
+            name=name,
+            category=name,
+            package=package,
+            license=LicensePolicy(terms, upstream=upstream, native_files=native_files),
             description=description,
         )

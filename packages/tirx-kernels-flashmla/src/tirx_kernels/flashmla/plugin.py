@@ -4,28 +4,20 @@
 
 from __future__ import annotations
 
-from tirx_kernels.core import Family, LicensePolicy, Upstream, hookimpl
-
-# The upstream commit every port of this family was written from.
-UPSTREAM_COMMIT = "9241ae3ef9bac614dd25e45e507e089f888280e0"
+from tirx_kernels.core import Family, Upstream, hookimpl
 
 
 @hookimpl
 def tirx_kernels_family():
-    return Family(
-        name="flashmla",
-        category="flashmla",
-        package=__package__,
-        license=LicensePolicy(
-            expression="Apache-2.0 AND MIT",
-            upstream=Upstream(
-                project="FlashMLA",
-                url="https://github.com/deepseek-ai/FlashMLA",
-                spdx="MIT",
-                copyright="Copyright (c) 2025 DeepSeek",
-                commit=UPSTREAM_COMMIT,
-            ),
-            native_files=("__init__.py", "plugin.py", "kernels/__init__.py"),
+    return Family.port(
+        "flashmla",
+        __package__,
+        "TIRx ports of FlashMLA kernels",
+        Upstream(
+            project="FlashMLA",
+            url="https://github.com/deepseek-ai/FlashMLA",
+            spdx="MIT",
+            copyright="Copyright (c) 2025 DeepSeek",
+            commit="9241ae3ef9bac614dd25e45e507e089f888280e0",
         ),
-        description="TIRx ports of FlashMLA kernels",
     )
