@@ -337,28 +337,30 @@ def make_gemm(
                 if T.cuda.thread_in_warpgroup() == 0:
                     dsl.bulk_wait(0)  # staging smem must outlive the stores that read it
 
+    # the parameter types of every variant: A, B, C, then the split-K workspace and locks
+    a_type = T.Tensor((M, K), tdt, align=16)
+    b_type = T.Tensor((N, K), tdt, align=16)
+    c_type = T.Tensor((M, N), tdt, align=16)
     if split == 1 and not ops:
 
         @T.function
-        def gemm(
-            A: T.Tensor((M, K), tdt, align=16),
-            B: T.Tensor((N, K), tdt, align=16),
-            C: T.Tensor((M, N), tdt, align=16),
-        ):
+        def gemm(A: a_type, B: b_type, C: c_type):
             body(A, B, C, None, None, None, None, None)
 
         return gemm
     ws_len, lock_len = T.dynamic("ws_len"), T.dynamic("lock_len")
+    ws_type = T.Tensor((ws_len,), "float32", align=16)
+    lock_type = T.Tensor((lock_len,), "int32", align=16)
     if ops:
         bias_len = T.dynamic("bias_len")
 
         @T.function
         def gemm_ops(
-            A: T.Tensor((M, K), tdt, align=16),
-            B: T.Tensor((N, K), tdt, align=16),
-            C: T.Tensor((M, N), tdt, align=16),
-            WS: T.Tensor((ws_len,), "float32", align=16),
-            LOCK: T.Tensor((lock_len,), "int32", align=16),
+            A: a_type,
+            B: b_type,
+            C: c_type,
+            WS: ws_type,
+            LOCK: lock_type,
             BIAS: T.Tensor((bias_len,), tdt, align=16),
             alpha: T.float32,
             beta: T.float32,
@@ -368,13 +370,7 @@ def make_gemm(
         return gemm_ops
 
     @T.function
-    def gemm_split(
-        A: T.Tensor((M, K), tdt, align=16),
-        B: T.Tensor((N, K), tdt, align=16),
-        C: T.Tensor((M, N), tdt, align=16),
-        WS: T.Tensor((ws_len,), "float32", align=16),
-        LOCK: T.Tensor((lock_len,), "int32", align=16),
-    ):
+    def gemm_split(A: a_type, B: b_type, C: c_type, WS: ws_type, LOCK: lock_type):
         body(A, B, C, WS, LOCK, None, None, None)
 
     return gemm_split
