@@ -154,3 +154,13 @@ def test_kernel_issues_e4m3_k32_wgmma_and_takes_a_runtime_m():
     assert "int M" in src and "int MP" in src  # one kernel for every M
     with pytest.raises(ValueError, match="K must be a positive multiple of 128"):
         make_fp8_gemm_nt(256, 200)
+
+
+def test_scaled_mm_reference_gets_the_scale_layouts_torch_checks():
+    sfa = get_mn_major_tma_aligned_tensor(torch.arange(6 * 3, dtype=F32).view(6, 3))
+    sfb = torch.arange(2 * 3, dtype=F32).view(2, 3)
+    scale_a, scale_b = kernel.scaled_mm_scales(sfa, sfb)
+    assert scale_a.shape == (6, 3) and scale_a.stride() == (1, 6)  # stride (1, M), not MP
+    assert torch.equal(scale_a, sfa)
+    assert scale_b.shape == (3, 2) and scale_b.t().is_contiguous()
+    assert torch.equal(scale_b.t(), sfb)
