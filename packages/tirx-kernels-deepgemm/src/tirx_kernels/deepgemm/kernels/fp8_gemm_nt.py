@@ -10,11 +10,13 @@ sm90_fp8_gemm_1d2d.cuh``; API ``csrc/apis/gemm.hpp``; test recipe ``tests/test_f
 a (M, K) and b (N, K) are float8_e4m3fn with fp32 scales per 1x128 block of a (sfa) and
 per 128x128 block of b (sfb); each K block's exact e4m3 products are summed in fp32 by the
 tensor cores, scaled by sfa * sfb and added into an fp32 accumulator, rounded once to bf16.
-Domain: N, K multiples of 128, any M (a kernel per (N, K, N tile)). The public op is
+Domain: N, K multiples of 128, any M (a kernel per (N, K, tile shape)). The public op is
 ``tirx_kernels.deepgemm.fp8_gemm_nt`` (``torch.ops.tirx_kernels.deepgemm_fp8_gemm_nt``);
-schedule in ``_gemm_tirx``. run_test checks it with DeepGEMM's ``calc_diff`` against the fp32
-product of the dequantized fp8 data; run_bench times it beside ``deep_gemm.fp8_gemm_nt``
-(when sgl-deep-gemm is installed) and torch's blockwise ``F.scaled_mm``.
+schedules in ``_gemm_1d2d_tirx`` (``prefetch``, default) and ``_gemm_tirx`` (``basic``,
+``TIRX_DEEPGEMM_SCHEDULE=basic``). run_test checks the selected one with DeepGEMM's
+``calc_diff`` against the fp32 product of the dequantized fp8 data; run_bench times it
+beside the other schedule (``tirx_basic``), ``deep_gemm.fp8_gemm_nt`` (when sgl-deep-gemm is
+installed) and torch's blockwise ``F.scaled_mm``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import unittest
 import torch
 
 from tirx_kernels.core import testing, toolchain
-from tirx_kernels.deepgemm._gemm_schedule import num_sms, pick_bn
+from tirx_kernels.deepgemm._gemm_1d2d_tirx import make_gemm_1d2d
+from tirx_kernels.deepgemm._gemm_schedule import num_sms, pick_block, pick_bn, schedule
 from tirx_kernels.deepgemm._gemm_tirx import make_fp8_gemm_nt
 from tirx_kernels.deepgemm._quant import (
     calc_diff,
@@ -32,7 +35,8 @@ from tirx_kernels.deepgemm._quant import (
     per_block_cast_to_fp8,
     per_token_cast_to_fp8,
 )
-from tirx_kernels.deepgemm.fp8_gemm import fp8_gemm_nt
+from tirx_kernels.deepgemm.fp8_gemm import _sfa_mn_major as sfa_mn_major
+from tirx_kernels.deepgemm.fp8_gemm import compiled_fp8_gemm_nt, fp8_gemm_nt
 
 KERNEL_META = {
     "name": "deepgemm_fp8_gemm_nt",
@@ -72,7 +76,11 @@ BENCH_CONFIGS = [
 
 
 def get_kernel(M, N, K, **_):
-    return make_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms()))
+    """The kernel the op launches for this shape under the selected schedule."""
+    if schedule() == "basic":
+        return make_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms()))
+    bm, bn = pick_block(M, N, K, num_sms())
+    return make_gemm_1d2d("normal", N, K, bm, bn)
 
 
 def prepare_data(M, N, K, seed=0, **_):
@@ -154,9 +162,19 @@ def _build_scaled_mm(aq, sfa, bq, sfb):
 
 
 def run_bench(M, N, K, **options):
-    """Kernel time (us) of ours, ``deep_gemm.fp8_gemm_nt`` and torch ``F.scaled_mm``."""
+    """Kernel time (us) of ours (the selected schedule), the basic schedule (``tirx_basic``),
+    ``deep_gemm.fp8_gemm_nt`` and torch ``F.scaled_mm``."""
     aq, sfa, bq, sfb, d = prepare_data(M, N, K)
     references = {}
+    if schedule() != "basic":
+
+        def build_basic():
+            kernel = compiled_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms()))
+            sfa_t = sfa_mn_major(sfa)
+            out = torch.empty_like(d)
+            return lambda: kernel(aq, bq, sfa_t, sfb, out)
+
+        references["tirx_basic"] = build_basic
     if testing.available("deep_gemm"):
 
         def build_deep_gemm():
