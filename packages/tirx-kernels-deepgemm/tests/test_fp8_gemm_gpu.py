@@ -72,6 +72,28 @@ def test_prefetch_tile_shapes(M, bm, bn, K):
     assert calc_diff(d, want) <= kernel.MAX_DIFF
 
 
+@pytest.mark.parametrize("bm, bn", [(128, 128), (64, 32)])
+@pytest.mark.parametrize("M", [1, 300, 520])  # 300: an odd M-tile count, a spare tile per pair
+def test_multicast_pairs(M, bm, bn):
+    aq, sfa, bq, sfb, d = kernel.prepare_data(M, 512, 384, seed=M)
+    compiled_gemm_1d2d("normal", 512, 384, bm, bn, cluster=2)(
+        aq, bq, _sfa_mn_major(sfa), sfb, d, no_index(aq.device)
+    )
+    want = kernel.reference(aq, sfa, bq, sfb)
+    assert torch.isfinite(d).all()
+    assert calc_diff(d, want) <= kernel.MAX_DIFF
+
+
+def test_default_schedule_pairs_ctas_for_a_multi_wave_shape(monkeypatch):
+    monkeypatch.delenv("TIRX_DEEPGEMM_SCHEDULE", raising=False)
+    monkeypatch.delenv("TIRX_DEEPGEMM_MULTICAST", raising=False)
+    M, N, K = 2048, 2048, 1024
+    assert schedule.pick_layout(M, N, K, schedule.num_sms(), True)[2] == 2
+    aq, sfa, bq, sfb, d = kernel.prepare_data(M, N, K)
+    fp8_gemm_nt((aq, sfa), (bq, sfb), d)
+    assert calc_diff(d, kernel.reference(aq, sfa, bq, sfb)) <= kernel.MAX_DIFF
+
+
 def test_row_major_sfa_gives_the_same_result_and_m0_is_a_no_op():
     aq, sfa, bq, sfb, d = kernel.prepare_data(65, 256, 384)
     fp8_gemm_nt((aq, sfa), (bq, sfb), d)

@@ -174,6 +174,33 @@ def test_schedule_switch(monkeypatch):
         schedule.schedule()
 
 
+def test_multicast_pairs_ctas_only_past_one_wave_and_can_be_switched_off(monkeypatch):
+    assert schedule.pick_layout(4096, 4096, 4096, 132, True) == (128, 128, 2)
+    assert schedule.pick_layout(128, 4096, 4096, 132, True)[2] == 1  # one wave: no pairs
+    assert schedule.pick_layout(4096, 4096, 4096, 132, False) == (128, 128, 1)
+    assert schedule.pick_layout(4096, 4096, 4096, 131, True)[2] == 1  # odd SM count
+    assert schedule.block_cycles(128, 4096, 4096, 1, 128, 128, 132, cluster=2) == float("inf")
+    monkeypatch.delenv("TIRX_DEEPGEMM_MULTICAST", raising=False)
+    assert schedule.multicast()
+    monkeypatch.setenv("TIRX_DEEPGEMM_MULTICAST", "0")
+    assert not schedule.multicast()
+    monkeypatch.setenv("TIRX_DEEPGEMM_MULTICAST", "yes")
+    with pytest.raises(ValueError, match="TIRX_DEEPGEMM_MULTICAST must be 0 or 1"):
+        schedule.multicast()
+
+
+def test_multicast_kernel_launches_pairs_and_frees_slots_in_both_ctas():
+    from tirx_kernels.core import toolchain
+    from tirx_kernels.deepgemm._gemm_1d2d_tirx import make_gemm_1d2d
+
+    src = toolchain.cuda_source(
+        toolchain.compile(make_gemm_1d2d("normal", 256, 384, 128, 64, cluster=2))
+    )
+    assert "multicast__cluster" in src and "mapa" in src and "barrier_cluster_wait" in src
+    with pytest.raises(ValueError, match="cluster must be 1, or 2 for the normal GEMM"):
+        make_gemm_1d2d("masked", 256, 384, 128, 64, 2, cluster=2)
+
+
 def test_prefetch_kernel_loads_the_next_scales_between_issue_and_wait():
     from tirx_kernels.core import toolchain
     from tirx_kernels.deepgemm._gemm_1d2d_tirx import make_gemm_1d2d

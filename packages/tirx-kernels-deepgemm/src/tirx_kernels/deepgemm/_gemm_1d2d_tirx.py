@@ -24,6 +24,10 @@ start, and reads them before waiting on the wgmmas; here each K block's A and B 
 loaded from global memory into registers for the *next* K block right after the wgmmas are
 issued (ping-pong register sets, the K loop unrolled by two), so the promotion after the
 wgmma wait uses values that arrived a whole K block earlier and never waits on memory.
+With ``cluster=2`` (normal GEMM only) CTA pairs along M share each B tile: each loads half
+and multicasts it to both; consumers free a slot in both CTAs, and a producer drains its
+ring before exit so no remote arrival lands after it (a pair's spare M tile past M loads
+zeros and stores nothing).
 
 GEMM types (upstream ``GemmType``; ``G`` groups):
 
@@ -105,6 +109,15 @@ def _valid(kind, idx, row):
     return T.bool(True)
 
 
+@T.inline
+def _release(ring, lane, rank, cl):
+    """One lane per consumer warp frees the current slot in every CTA that wrote into it."""
+    if lane == 0:
+        ring.consumer_release(ring.stage)
+        if T.constexpr(cl > 1):
+            ring.consumer_release_remote(ring.stage, rank ^ 1)
+
+
 @functools.cache
 def make_gemm_1d2d(
     kind: str,
@@ -115,8 +128,10 @@ def make_gemm_1d2d(
     num_groups: int = 1,
     num_sms: int | None = None,
     stages: int | None = None,
+    cluster: int = 1,
 ):
-    """The PrimFunc of GEMM type ``kind`` for one (N, K, BLOCK_M, BLOCK_N, groups).
+    """The PrimFunc of GEMM type ``kind`` for one (N, K, BLOCK_M, BLOCK_N, groups);
+    ``cluster=2`` (normal only): CTA pairs along M share each B tile by TMA multicast.
 
     Arguments: normal ``(A, B, SFA, SFB, D)``; contiguous ``(A, B, SFA, SFB, D, IDX)``;
     masked ``(A, B, SFA, SFB, D, MASK)`` (module docstring)."""
@@ -127,12 +142,18 @@ def make_gemm_1d2d(
         raise ValueError(f"fp8 1d2d gemm: (bm, bn) must be in {BLOCK_MS} x {BLOCK_NS}")
     if kind == "contiguous" and bm != 128:
         raise ValueError("fp8 1d2d gemm: the contiguous layout takes bm = 128 (its alignment)")
+    num_sms = num_sms or default_num_sms()
+    if cluster not in (1, 2) or (cluster == 2 and (kind != "normal" or num_sms % 2)):
+        raise ValueError(
+            "fp8 1d2d gemm: cluster must be 1, or 2 for the normal GEMM on an even SM count"
+        )
+    CL = cluster
     G = num_groups if kind != "normal" else 1
     BM, BN = bm, bn
-    WM = 64  # rows of a warpgroup's wgmma
     WN = BN if BM == 128 else BN // 2  # columns of a warpgroup's wgmma
     A_BYTES, B_BYTES = BM * BK, BN * BK
-    num_sms = num_sms or default_num_sms()
+    HALF = BN // CL  # B rows each CTA of a cluster loads (and multicasts)
+    clusters = num_sms // CL  # persistent grid: one CTA per SM, in clusters of CL
     stages = stages or prefetch_stages(BM, BN)
     smem = stages * (A_BYTES + B_BYTES)
     kb_count, nb_count = K // BK, N // BN
@@ -157,24 +178,38 @@ def make_gemm_1d2d(
         D: T.Tensor((M, N), "bfloat16", align=16),
         IDX: T.Tensor((M if contiguous else G,), "int32", align=4),
     ):
-        T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=num_sms, block=384, dynamic_smem_bytes=smem),
-            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
-        )
+        if T.constexpr(CL == 1):
+            T.device_entry(
+                launch=T.cuda.LaunchConfig(grid=num_sms, block=384, dynamic_smem_bytes=smem),
+                kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
+            )
+        else:
+            T.device_entry(
+                launch=T.cuda.LaunchConfig(
+                    grid=clusters * CL, block=384, cluster=(CL, 1, 1), dynamic_smem_bytes=smem
+                ),
+                kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
+            )
         tid = T.cuda.thread_idx("x")
         wg = tid // 128
-        first = T.cuda.block_idx("x")
+        rank = T.cuda.block_idx("x") % CL  # this CTA's M tile of its cluster's pair
+        first = T.cuda.block_idx("x") // CL
         arena = T.alloc_shared((smem,), FP8, scope="shared.dyn", align=1024)
         ring = dsl.Ring(stages)
-        # tile walk state: [total tiles, group, first tile of the group, M tiles of the group]
+        # tile walk state (tiles of a cluster): [total, group, first tile of the group,
+        # M tiles of the group]
         walk = T.alloc_local((4,), "int32")
         group_m = T.truncdiv(M, G)  # masked: rows per group
         if tid == 0:
-            ring.init(8)  # one elected lane per consumer warp
-            ring.fence_init()
-        T.cuda.cta_sync()
+            ring.init(8 * CL)  # one elected lane per consumer warp of the cluster
+            ring.fence_init(CL > 1)
+        if T.constexpr(CL == 1):
+            T.cuda.cta_sync()
+        else:
+            dsl.cluster_sync()
         ring.reset()
-        walk[0] = T.truncdiv(M + (BM - 1), BM) * nb_count
+        # a cluster's spare M tile (past M: zero-filled A, nothing stored) keeps pairs whole
+        walk[0] = T.truncdiv(T.truncdiv(M + (BM - 1), BM) + (CL - 1), CL) * nb_count
         if T.constexpr(masked):
             walk[0] = 0
             for g in T.serial(G):
@@ -183,20 +218,21 @@ def make_gemm_1d2d(
                 )
         walk[1] = 0
         walk[2] = 0
-        walk[3] = T.truncdiv(M + (BM - 1), BM)
+        walk[3] = T.truncdiv(T.truncdiv(M + (BM - 1), BM) + (CL - 1), CL)
         if T.constexpr(masked):
             walk[3] = T.truncdiv(_group_rows(IDX, 0, group_m) + (BM - 1), BM)
         if wg == 0:
             T.ptx.setmaxnreg.dec.sync.aligned.u32(_PRODUCER_REGS)
             if tid == 0:
-                for t in T.serial(first, walk[0], step=num_sms):
+                for t in T.serial(first, walk[0], step=clusters):
                     if T.constexpr(masked):
                         # the group holding linear tile t (tiles numbered group by group)
                         while t >= walk[2] + walk[3] * nb_count:
                             walk[2] = walk[2] + walk[3] * nb_count
                             walk[1] = walk[1] + 1
                             walk[3] = T.truncdiv(_group_rows(IDX, walk[1], group_m) + (BM - 1), BM)
-                    tm, tn = dsl.grouped_tile(t - walk[2], walk[3], nb_count, GROUP_M)
+                    cm, tn = dsl.grouped_tile(t - walk[2], walk[3], nb_count, GROUP_M // CL)
+                    tm = cm * CL + rank
                     a_row, _, b_row, _, _ = _tile_coords(
                         kind, tm, tn, walk[1], IDX, group_m, M, N, BM, BN, kb_count
                     )
@@ -205,11 +241,32 @@ def make_gemm_1d2d(
                         ring.producer_expect(A_BYTES + B_BYTES)
                         sa = dsl.smem_view(arena, ring.stage * A_BYTES, (BM, BK), FP8, mode)
                         dsl.tma_load_tile(sa, A, ring.full_bar(), (a_row, kb * BK), mode, 1)
-                        sb = dsl.smem_view(
-                            arena, stages * A_BYTES + ring.stage * B_BYTES, (BN, BK), FP8, mode
-                        )
-                        dsl.tma_load_tile(sb, B, ring.full_bar(), (b_row, kb * BK), mode, 1)
+                        if T.constexpr(CL == 1):
+                            sb = dsl.smem_view(
+                                arena, stages * A_BYTES + ring.stage * B_BYTES, (BN, BK), FP8, mode
+                            )
+                            dsl.tma_load_tile(sb, B, ring.full_bar(), (b_row, kb * BK), mode, 1)
+                        else:
+                            # this CTA's half of the B tile, into both CTAs of the pair
+                            sb = dsl.smem_view(
+                                arena,
+                                stages * A_BYTES + ring.stage * B_BYTES + rank * HALF * BK,
+                                (HALF, BK),
+                                FP8,
+                                mode,
+                            )
+                            dsl.tma_load_tile(
+                                sb,
+                                B,
+                                ring.full_bar(),
+                                (b_row + rank * HALF, kb * BK),
+                                mode,
+                                1,
+                                cta_mask=(1 << CL) - 1,
+                            )
                         ring.advance()
+                if T.constexpr(CL > 1):
+                    ring.producer_tail()
         else:
             T.ptx.setmaxnreg.inc.sync.aligned.u32(_CONSUMER_REGS)
             acc = T.alloc_local((WN // 2,), "float32")
@@ -227,13 +284,14 @@ def make_gemm_1d2d(
             b_wg = T.uint32(n_off * BK)
             t_in = tid % 128
             r_in = m_off + 16 * (t_in // 32) + (t_in % 32) // 4
-            for t in T.serial(first, walk[0], step=num_sms):
+            for t in T.serial(first, walk[0], step=clusters):
                 if T.constexpr(masked):
                     while t >= walk[2] + walk[3] * nb_count:
                         walk[2] = walk[2] + walk[3] * nb_count
                         walk[1] = walk[1] + 1
                         walk[3] = T.truncdiv(_group_rows(IDX, walk[1], group_m) + (BM - 1), BM)
-                tm, tn = dsl.grouped_tile(t - walk[2], walk[3], nb_count, GROUP_M)
+                cm, tn = dsl.grouped_tile(t - walk[2], walk[3], nb_count, GROUP_M // CL)
+                tm = cm * CL + rank
                 # D rows of this tile: [row_base, row_end); A scale rows past the end read
                 # the last valid row (their outputs are never stored)
                 row_base, row_end, _, sfa_kb0, sfb_row = _tile_coords(
@@ -274,8 +332,7 @@ def make_gemm_1d2d(
                                 sc[4 - 3 * p] = SFA[sfa_kb0 + kn, row1]
                                 sc[5 - 3 * p] = SFB[sfb_row, kn]
                                 dsl.wgmma_wait(0)
-                                if lane == 0:
-                                    ring.consumer_release(ring.stage)
+                                _release(ring, lane, rank, CL)
                                 scale[0] = sc[3 * p] * sc[3 * p + 2]
                                 scale[1] = sc[3 * p + 1] * sc[3 * p + 2]
                                 # registers 4j, 4j+1: row r_in; 4j+2, 4j+3: row r_in + 8
@@ -286,8 +343,7 @@ def make_gemm_1d2d(
                     # upstream's skipped block: consume the stages, store zeros
                     for _kb in T.serial(kb_count):
                         ring.consumer_wait()
-                        if lane == 0:
-                            ring.consumer_release(ring.stage)
+                        _release(ring, lane, rank, CL)
                         ring.advance()
                 dsl.store_acc(
                     final,

@@ -66,15 +66,22 @@ def schedule() -> str:
     return name
 
 
-def block_cycles(m: int, n: int, k: int, groups: int, bm: int, bn: int, sms: int) -> float:
+def block_cycles(
+    m: int, n: int, k: int, groups: int, bm: int, bn: int, sms: int, cluster: int = 1
+) -> float:
     """Upstream's estimate of a (bm, bn) layout's cost: the larger of its L1 and L2 cycles
-    (e4m3 A/B, bf16 D, no multicast), divided by the wave efficiency."""
-    blocks = -(-m // bm) * -(-n // bn) * groups
+    (e4m3 A/B, bf16 D), divided by the wave efficiency. ``cluster`` 2: CTA pairs along M
+    multicast B (half the B bytes from L2; an odd M-tile count leaves a spare tile); as
+    upstream, never for a single wave."""
+    m_tiles = -(-m // bm)
+    blocks = -(-m_tiles // cluster) * cluster * -(-n // bn) * groups
     waves = -(-blocks // sms)
+    if cluster > 1 and waves <= 1:
+        return float("inf")
     l2_bw = min(64.0 * sms, 8e6 / 1.3e3)  # bytes per cycle
     l1_bw = 128.0 * sms
     cd = bm * bn * 2
-    l2 = (k * (bm + bn) + cd) * blocks / l2_bw
+    l2 = (k * (bm + bn / cluster) + cd) * blocks / l2_bw
     l1 = (k * (bm + bn) + k * (max(64, bm) + bn) + cd + cd) * blocks / l1_bw
     return max(l1, l2) / (blocks / (waves * sms))
 
@@ -100,3 +107,30 @@ def pick_block(
 def prefetch_stages(bm: int, bn: int) -> int:
     """The deepest (A, B) K-block ring of the prefetch schedule that fits shared memory."""
     return min(PREFETCH_MAX_STAGES, SMEM_BUDGET // (bm * BK + bn * BK))
+
+
+def multicast() -> bool:
+    """Whether the prefetch schedule may pick B multicast over CTA pairs:
+    ``TIRX_DEEPGEMM_MULTICAST`` 1 (default) or 0."""
+    value = os.environ.get("TIRX_DEEPGEMM_MULTICAST", "1") or "1"
+    if value not in ("0", "1"):
+        raise ValueError(f"TIRX_DEEPGEMM_MULTICAST must be 0 or 1, got {value!r}")
+    return value == "1"
+
+
+def pick_layout(m: int, n: int, k: int, sms: int, allow_multicast: bool) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, cluster) of the normal GEMM: :func:`pick_block`'s tile, and a CTA
+    pair multicasting B (cluster 2) where upstream's model says it pays."""
+    bm, bn = pick_block(m, n, k, sms)
+    if not allow_multicast or sms % 2:
+        return bm, bn, 1
+    best = (bm, bn, 1)
+    best_cycles = block_cycles(max(m, 1), n, k, 1, bm, bn, sms)
+    for cbm in BLOCK_MS:
+        for cbn in BLOCK_NS:
+            if n % cbn:
+                continue
+            cycles = block_cycles(max(m, 1), n, k, 1, cbm, cbn, sms, cluster=2)
+            if cycles < best_cycles:
+                best, best_cycles = (cbm, cbn, 2), cycles
+    return best

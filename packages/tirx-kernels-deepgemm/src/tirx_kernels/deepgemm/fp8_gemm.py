@@ -14,7 +14,8 @@ one per 128x128 block of ``b``; ``d`` (M, N) bf16, written.
 ``torch.ops.tirx_kernels.deepgemm_fp8_gemm_nt(d, a, sfa, b, sfb)`` is the PyTorch op (eager,
 CUDA graphs, ``torch.compile``). M is a run-time size: a few kernels per (N, K) (one per
 tile shape the schedule picks from M; compiled on first use) serve every M. Schedule:
-``prefetch`` (default) or ``basic`` (the first port) by ``TIRX_DEEPGEMM_SCHEDULE``.
+``prefetch`` (default) or ``basic`` (the first port) by ``TIRX_DEEPGEMM_SCHEDULE``; under
+``prefetch``, ``TIRX_DEEPGEMM_MULTICAST=0`` keeps CTAs from pairing up for B multicast.
 
 Domain. Upstream (sm90, this recipe) needs K-major e4m3 A/B, bf16 D without C
 accumulation, 16-byte aligned rows (K % 16 == 0 for the TMA descriptors of A/B; N % 8 == 0
@@ -35,7 +36,7 @@ from tirx_kernels.core.args import check_memory
 from tirx_kernels.core.ops import public_op
 
 from ._gemm_1d2d_tirx import make_gemm_1d2d
-from ._gemm_schedule import num_sms, pick_block, pick_bn, schedule
+from ._gemm_schedule import multicast, num_sms, pick_bn, pick_layout, schedule
 from ._gemm_tirx import make_fp8_gemm_nt
 from ._quant import get_mn_major_tma_aligned_tensor
 
@@ -56,9 +57,11 @@ def compiled_fp8_gemm_nt(N: int, K: int, bn: int):
 
 
 @functools.cache
-def compiled_gemm_1d2d(kind: str, N: int, K: int, bm: int, bn: int, num_groups: int = 1):
+def compiled_gemm_1d2d(
+    kind: str, N: int, K: int, bm: int, bn: int, num_groups: int = 1, cluster: int = 1
+):
     """A prefetch-schedule kernel (``_gemm_1d2d_tirx``), compiled once."""
-    return toolchain.compile(make_gemm_1d2d(kind, N, K, bm, bn, num_groups))
+    return toolchain.compile(make_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster=cluster))
 
 
 _NO_INDEX: dict[torch.device, torch.Tensor] = {}
@@ -147,8 +150,8 @@ def _fp8_gemm_nt(
         kernel = compiled_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms()))
         kernel(a, b, _sfa_mn_major(sfa), sfb.contiguous(), d)
         return
-    bm, bn = pick_block(M, N, K, num_sms())
-    kernel = compiled_gemm_1d2d("normal", N, K, bm, bn)
+    bm, bn, cluster = pick_layout(M, N, K, num_sms(), multicast())
+    kernel = compiled_gemm_1d2d("normal", N, K, bm, bn, cluster=cluster)
     kernel(a, b, _sfa_mn_major(sfa), sfb.contiguous(), d, no_index(a.device))
 
 

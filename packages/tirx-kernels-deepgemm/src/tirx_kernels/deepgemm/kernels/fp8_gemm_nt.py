@@ -27,7 +27,13 @@ import torch
 
 from tirx_kernels.core import testing, toolchain
 from tirx_kernels.deepgemm._gemm_1d2d_tirx import make_gemm_1d2d
-from tirx_kernels.deepgemm._gemm_schedule import num_sms, pick_block, pick_bn, schedule
+from tirx_kernels.deepgemm._gemm_schedule import (
+    multicast,
+    num_sms,
+    pick_bn,
+    pick_layout,
+    schedule,
+)
 from tirx_kernels.deepgemm._gemm_tirx import make_fp8_gemm_nt
 from tirx_kernels.deepgemm._quant import (
     calc_diff,
@@ -79,8 +85,8 @@ def get_kernel(M, N, K, **_):
     """The kernel the op launches for this shape under the selected schedule."""
     if schedule() == "basic":
         return make_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms()))
-    bm, bn = pick_block(M, N, K, num_sms())
-    return make_gemm_1d2d("normal", N, K, bm, bn)
+    bm, bn, cluster = pick_layout(M, N, K, num_sms(), multicast())
+    return make_gemm_1d2d("normal", N, K, bm, bn, cluster=cluster)
 
 
 def prepare_data(M, N, K, seed=0, **_):
