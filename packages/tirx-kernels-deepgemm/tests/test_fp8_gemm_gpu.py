@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
 """The op on an sm_90a GPU (skipped elsewhere): DeepGEMM's calc_diff against the fp32
-product of the dequantized data, for several M through one compiled kernel."""
+product of the dequantized data, for several M, both schedules and every tile shape."""
 
 from __future__ import annotations
 
@@ -9,8 +9,15 @@ import pytest
 import torch
 
 from tirx_kernels.core import testing
+from tirx_kernels.deepgemm import _gemm_schedule as schedule
 from tirx_kernels.deepgemm._quant import calc_diff
-from tirx_kernels.deepgemm.fp8_gemm import compiled_fp8_gemm_nt, fp8_gemm_nt
+from tirx_kernels.deepgemm.fp8_gemm import (
+    _sfa_mn_major,
+    compiled_fp8_gemm_nt,
+    compiled_gemm_1d2d,
+    fp8_gemm_nt,
+    no_index,
+)
 from tirx_kernels.deepgemm.kernels import fp8_gemm_nt as kernel
 
 
@@ -22,24 +29,69 @@ def _gpu():
         pytest.skip(str(skip))
 
 
+@pytest.mark.parametrize("name", schedule.SCHEDULES)
 @pytest.mark.parametrize("M", [1, 7, 128, 129, 300])
-def test_every_m_through_one_kernel(M):
+def test_every_m_under_each_schedule(M, name, monkeypatch):
+    monkeypatch.setenv("TIRX_DEEPGEMM_SCHEDULE", name)
     aq, sfa, bq, sfb, d = kernel.prepare_data(M, 256, 384, seed=M)
     fp8_gemm_nt((aq, sfa), (bq, sfb), d)
     want = kernel.reference(aq, sfa, bq, sfb)
     assert torch.isfinite(d).all()
     assert calc_diff(d, want) <= kernel.MAX_DIFF
+
+
+def test_basic_schedule_serves_every_m_with_one_kernel(monkeypatch):
+    monkeypatch.setenv("TIRX_DEEPGEMM_SCHEDULE", "basic")
+    compiled_fp8_gemm_nt.cache_clear()
+    for M in (1, 129, 300):
+        aq, sfa, bq, sfb, d = kernel.prepare_data(M, 256, 384, seed=M)
+        fp8_gemm_nt((aq, sfa), (bq, sfb), d)
     assert compiled_fp8_gemm_nt.cache_info().currsize == 1  # N tile 64 for all of them
 
 
 @pytest.mark.parametrize("bn", [128, 64])
 @pytest.mark.parametrize("M", [1, 300])
-def test_both_n_tiles(M, bn):
+def test_basic_n_tiles(M, bn):
     aq, sfa, bq, sfb, d = kernel.prepare_data(M, 384, 256, seed=M)
-    sfa_t = sfa.as_strided((sfa.shape[1], sfa.stride(1)), (sfa.stride(1), 1))
-    compiled_fp8_gemm_nt(384, 256, bn)(aq, bq, sfa_t, sfb, d)
+    compiled_fp8_gemm_nt(384, 256, bn)(aq, bq, _sfa_mn_major(sfa), sfb, d)
     want = kernel.reference(aq, sfa, bq, sfb)
     assert calc_diff(d, want) <= kernel.MAX_DIFF
+
+
+@pytest.mark.parametrize("K", [256, 384])  # even and odd K-block counts (the unroll by two)
+@pytest.mark.parametrize("bn", schedule.BLOCK_NS)
+@pytest.mark.parametrize("bm", schedule.BLOCK_MS)
+@pytest.mark.parametrize("M", [1, 300])
+def test_prefetch_tile_shapes(M, bm, bn, K):
+    aq, sfa, bq, sfb, d = kernel.prepare_data(M, 384, K, seed=M)
+    compiled_gemm_1d2d("normal", 384, K, bm, bn)(
+        aq, bq, _sfa_mn_major(sfa), sfb, d, no_index(aq.device)
+    )
+    want = kernel.reference(aq, sfa, bq, sfb)
+    assert torch.isfinite(d).all()
+    assert calc_diff(d, want) <= kernel.MAX_DIFF
+
+
+@pytest.mark.parametrize("bm, bn", [(128, 128), (64, 32)])
+@pytest.mark.parametrize("M", [1, 300, 520])  # 300: an odd M-tile count, a spare tile per pair
+def test_multicast_pairs(M, bm, bn):
+    aq, sfa, bq, sfb, d = kernel.prepare_data(M, 512, 384, seed=M)
+    compiled_gemm_1d2d("normal", 512, 384, bm, bn, cluster=2)(
+        aq, bq, _sfa_mn_major(sfa), sfb, d, no_index(aq.device)
+    )
+    want = kernel.reference(aq, sfa, bq, sfb)
+    assert torch.isfinite(d).all()
+    assert calc_diff(d, want) <= kernel.MAX_DIFF
+
+
+def test_default_schedule_pairs_ctas_for_a_multi_wave_shape(monkeypatch):
+    monkeypatch.delenv("TIRX_DEEPGEMM_SCHEDULE", raising=False)
+    monkeypatch.delenv("TIRX_DEEPGEMM_MULTICAST", raising=False)
+    M, N, K = 2048, 2048, 1024
+    assert schedule.pick_layout(M, N, K, schedule.num_sms(), True)[2] == 2
+    aq, sfa, bq, sfb, d = kernel.prepare_data(M, N, K)
+    fp8_gemm_nt((aq, sfa), (bq, sfb), d)
+    assert calc_diff(d, kernel.reference(aq, sfa, bq, sfb)) <= kernel.MAX_DIFF
 
 
 def test_row_major_sfa_gives_the_same_result_and_m0_is_a_no_op():

@@ -143,6 +143,78 @@ def test_skinny_m_takes_the_narrow_n_tile():
     assert schedule.pick_bn(512, 4224, 132) == 128  # 4 x 33 tiles: every SM has one
 
 
+def test_block_choice_follows_upstreams_wave_model():
+    assert schedule.pick_block(4096, 4096, 4096, 132) == (128, 128)
+    assert schedule.pick_block(4096, 7168, 7168, 132) == (128, 128)
+    assert schedule.pick_block(128, 4096, 4096, 132) == (64, 64)  # 128 CTAs, not 32
+    assert schedule.pick_block(1, 4096, 4096, 132) == (64, 32)
+    assert schedule.pick_block(256, 7168, 2048, 132, groups=8, bms=(128,))[0] == 128
+    assert schedule.pick_block(1, 384, 256, 132)[1] in (32, 128)  # N % BLOCK_N == 0
+
+
+@pytest.mark.parametrize("bm", schedule.BLOCK_MS)
+@pytest.mark.parametrize("bn", schedule.BLOCK_NS)
+def test_prefetch_ring_fits_shared_memory(bm, bn):
+    stages = schedule.prefetch_stages(bm, bn)
+    assert 4 <= stages <= schedule.PREFETCH_MAX_STAGES
+    assert stages * (bm + bn) * schedule.BK <= schedule.SMEM_BUDGET
+
+
+def test_schedule_switch(monkeypatch):
+    monkeypatch.delenv("TIRX_DEEPGEMM_SCHEDULE", raising=False)
+    assert schedule.schedule() == "prefetch"
+    monkeypatch.setenv("TIRX_DEEPGEMM_SCHEDULE", "basic")
+    assert schedule.schedule() == "basic"
+    from tirx_kernels.deepgemm._gemm_tirx import make_fp8_gemm_nt
+
+    bn = schedule.pick_bn(4096, 256, schedule.num_sms())
+    assert kernel.get_kernel(4096, 256, 384) is make_fp8_gemm_nt(256, 384, bn)
+    monkeypatch.setenv("TIRX_DEEPGEMM_SCHEDULE", "fast")
+    with pytest.raises(ValueError, match="TIRX_DEEPGEMM_SCHEDULE must be one of"):
+        schedule.schedule()
+
+
+def test_multicast_pairs_ctas_only_past_one_wave_and_can_be_switched_off(monkeypatch):
+    assert schedule.pick_layout(4096, 4096, 4096, 132, True) == (128, 128, 2)
+    assert schedule.pick_layout(128, 4096, 4096, 132, True)[2] == 1  # one wave: no pairs
+    assert schedule.pick_layout(4096, 4096, 4096, 132, False) == (128, 128, 1)
+    assert schedule.pick_layout(4096, 4096, 4096, 131, True)[2] == 1  # odd SM count
+    assert schedule.block_cycles(128, 4096, 4096, 1, 128, 128, 132, cluster=2) == float("inf")
+    monkeypatch.delenv("TIRX_DEEPGEMM_MULTICAST", raising=False)
+    assert schedule.multicast()
+    monkeypatch.setenv("TIRX_DEEPGEMM_MULTICAST", "0")
+    assert not schedule.multicast()
+    monkeypatch.setenv("TIRX_DEEPGEMM_MULTICAST", "yes")
+    with pytest.raises(ValueError, match="TIRX_DEEPGEMM_MULTICAST must be 0 or 1"):
+        schedule.multicast()
+
+
+def test_multicast_kernel_launches_pairs_and_frees_slots_in_both_ctas():
+    from tirx_kernels.core import toolchain
+    from tirx_kernels.deepgemm._gemm_1d2d_tirx import make_gemm_1d2d
+
+    src = toolchain.cuda_source(
+        toolchain.compile(make_gemm_1d2d("normal", 256, 384, 128, 64, cluster=2))
+    )
+    assert "multicast__cluster" in src and "mapa" in src and "barrier_cluster_wait" in src
+    with pytest.raises(ValueError, match="cluster must be 1, or 2 for the normal GEMM"):
+        make_gemm_1d2d("masked", 256, 384, 128, 64, 2, cluster=2)
+
+
+def test_prefetch_kernel_loads_the_next_scales_between_issue_and_wait():
+    from tirx_kernels.core import toolchain
+    from tirx_kernels.deepgemm._gemm_1d2d_tirx import make_gemm_1d2d
+
+    src = toolchain.cuda_source(toolchain.compile(make_gemm_1d2d("normal", 256, 384, 64, 64)))
+    assert "m64n32k32_f32_e4m3_e4m3" in src  # BLOCK_M 64: each warpgroup half the columns
+    body = src[src.index("setmaxnreg_inc_sync_aligned_u32_232();\n    alignas") :]
+    commit = body.index("commit_group_sync_aligned();")
+    wait = body.index("wait_group_sync_aligned_0();", commit)
+    assert "SFA_ptr[" in body[commit:wait] and "SFB_ptr[" in body[commit:wait]
+    with pytest.raises(ValueError, match=r"\(bm, bn\) must be in"):
+        make_gemm_1d2d("normal", 256, 384, 128, 256)
+
+
 def test_kernel_issues_e4m3_k32_wgmma_and_takes_a_runtime_m():
     from tirx_kernels.core import toolchain
     from tirx_kernels.deepgemm._gemm_tirx import make_fp8_gemm_nt
@@ -154,3 +226,13 @@ def test_kernel_issues_e4m3_k32_wgmma_and_takes_a_runtime_m():
     assert "int M" in src and "int MP" in src  # one kernel for every M
     with pytest.raises(ValueError, match="K must be a positive multiple of 128"):
         make_fp8_gemm_nt(256, 200)
+
+
+def test_scaled_mm_reference_gets_the_scale_layouts_torch_checks():
+    sfa = get_mn_major_tma_aligned_tensor(torch.arange(6 * 3, dtype=F32).view(6, 3))
+    sfb = torch.arange(2 * 3, dtype=F32).view(2, 3)
+    scale_a, scale_b = kernel.scaled_mm_scales(sfa, sfb)
+    assert scale_a.shape == (6, 3) and scale_a.stride() == (1, 6)  # stride (1, M), not MP
+    assert torch.equal(scale_a, sfa)
+    assert scale_b.shape == (3, 2) and scale_b.t().is_contiguous()
+    assert torch.equal(scale_b.t(), sfb)

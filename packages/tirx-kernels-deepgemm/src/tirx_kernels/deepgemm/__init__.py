@@ -14,7 +14,10 @@ from tirx_kernels.core.exports import lazy_exports
 # public name -> the op module (of this package) that defines it
 _PUBLIC = {
     "fp8_gemm_nt": "fp8_gemm",
+    "get_mk_alignment_for_contiguous_layout": "m_grouped",
     "get_mn_major_tma_aligned_tensor": "fp8_gemm",
+    "m_grouped_fp8_gemm_nt_contiguous": "m_grouped",
+    "m_grouped_fp8_gemm_nt_masked": "m_grouped",
 }
 
 __all__ = sorted(_PUBLIC)

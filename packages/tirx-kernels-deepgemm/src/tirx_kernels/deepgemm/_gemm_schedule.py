@@ -3,17 +3,21 @@
 # Copyright (c) 2025 DeepSeek.
 # SPDX-License-Identifier: Apache-2.0 AND MIT
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""Schedule choices of the sm90 FP8 1D2D GEMM (upstream: csrc/jit_kernels/heuristics/sm90.hpp).
+"""Schedule choices of the sm90 FP8 1D2D GEMMs (upstream: csrc/jit_kernels/heuristics/sm90.hpp).
 
-Upstream picks BLOCK_M in {64, 128, 256}, BLOCK_N in 16..256 and a TMA multicast per shape;
-this port fixes BLOCK_M = BLOCK_K = 128 (BLOCK_K = 128 is the scale granularity, which
-upstream requires too), picks BLOCK_N 128 or 64 at run time from M (two compiled kernels per
-(N, K) at most, each serving every M) and sizes the ring by shared memory.
+Two schedules. ``basic`` (the first port, kept as a fallback: ``TIRX_DEEPGEMM_SCHEDULE=basic``)
+fixes BLOCK_M = 128 and picks BLOCK_N 128 or 64 from M. ``prefetch`` (the default) picks
+(BLOCK_M, BLOCK_N) among BLOCK_M {64, 128} x BLOCK_N {128, 64, 32} with upstream's cost
+model (``SM90ArchSpec::get_layout_info``: L1/L2 bytes moved divided by the wave efficiency;
+no multicast). BLOCK_K = 128 is the scale granularity (upstream requires it too); every
+BLOCK_N here divides 128, so a tile needs one B scale per K block. Each choice is a compiled
+kernel serving every M.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 
 BM, BK = 128, 128
 BNS = (128, 64)  # BLOCK_N choices: a 128-column scale block holds whole tiles of either
@@ -44,3 +48,89 @@ def pick_bn(M: int, N: int, num_sms: int) -> int:
 def pick_stages(bn: int) -> int:
     """The deepest (A, B) K-block ring that fits shared memory (capped)."""
     return min(MAX_STAGES, SMEM_BUDGET // (A_BYTES + bn * BK))
+
+
+# ----------------------------------------------------------------------- prefetch schedule
+
+SCHEDULES = ("prefetch", "basic")
+BLOCK_MS = (64, 128)  # upstream's candidates for these GEMMs (256 needs more registers)
+BLOCK_NS = (32, 64, 128)  # divisors of the 128-column scale block, ascending as upstream
+PREFETCH_MAX_STAGES = 12
+
+
+def schedule() -> str:
+    """The fp8_gemm_nt schedule: ``TIRX_DEEPGEMM_SCHEDULE`` (prefetch | basic), default prefetch."""
+    name = os.environ.get("TIRX_DEEPGEMM_SCHEDULE", "prefetch") or "prefetch"
+    if name not in SCHEDULES:
+        raise ValueError(f"TIRX_DEEPGEMM_SCHEDULE must be one of {SCHEDULES}, got {name!r}")
+    return name
+
+
+def block_cycles(
+    m: int, n: int, k: int, groups: int, bm: int, bn: int, sms: int, cluster: int = 1
+) -> float:
+    """Upstream's estimate of a (bm, bn) layout's cost: the larger of its L1 and L2 cycles
+    (e4m3 A/B, bf16 D), divided by the wave efficiency. ``cluster`` 2: CTA pairs along M
+    multicast B (half the B bytes from L2; an odd M-tile count leaves a spare tile); as
+    upstream, never for a single wave."""
+    m_tiles = -(-m // bm)
+    blocks = -(-m_tiles // cluster) * cluster * -(-n // bn) * groups
+    waves = -(-blocks // sms)
+    if cluster > 1 and waves <= 1:
+        return float("inf")
+    l2_bw = min(64.0 * sms, 8e6 / 1.3e3)  # bytes per cycle
+    l1_bw = 128.0 * sms
+    cd = bm * bn * 2
+    l2 = (k * (bm + bn / cluster) + cd) * blocks / l2_bw
+    l1 = (k * (bm + bn) + k * (max(64, bm) + bn) + cd + cd) * blocks / l1_bw
+    return max(l1, l2) / (blocks / (waves * sms))
+
+
+def pick_block(
+    m: int, n: int, k: int, sms: int, groups: int = 1, bms: tuple[int, ...] = BLOCK_MS
+) -> tuple[int, int]:
+    """(BLOCK_M, BLOCK_N) of least :func:`block_cycles` (first one on ties, upstream's order:
+    BLOCK_M ascending, then BLOCK_N ascending) for ``groups`` GEMMs of ``m`` x ``n`` x ``k``."""
+    m = max(m, 1)
+    best, best_cycles = None, None
+    for bm in bms:
+        for bn in BLOCK_NS:
+            if n % bn:
+                continue
+            cycles = block_cycles(m, n, k, groups, bm, bn, sms)
+            if best_cycles is None or cycles < best_cycles:
+                best, best_cycles = (bm, bn), cycles
+    assert best is not None
+    return best
+
+
+def prefetch_stages(bm: int, bn: int) -> int:
+    """The deepest (A, B) K-block ring of the prefetch schedule that fits shared memory."""
+    return min(PREFETCH_MAX_STAGES, SMEM_BUDGET // (bm * BK + bn * BK))
+
+
+def multicast() -> bool:
+    """Whether the prefetch schedule may pick B multicast over CTA pairs:
+    ``TIRX_DEEPGEMM_MULTICAST`` 1 (default) or 0."""
+    value = os.environ.get("TIRX_DEEPGEMM_MULTICAST", "1") or "1"
+    if value not in ("0", "1"):
+        raise ValueError(f"TIRX_DEEPGEMM_MULTICAST must be 0 or 1, got {value!r}")
+    return value == "1"
+
+
+def pick_layout(m: int, n: int, k: int, sms: int, allow_multicast: bool) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, cluster) of the normal GEMM: :func:`pick_block`'s tile, and a CTA
+    pair multicasting B (cluster 2) where upstream's model says it pays."""
+    bm, bn = pick_block(m, n, k, sms)
+    if not allow_multicast or sms % 2:
+        return bm, bn, 1
+    best = (bm, bn, 1)
+    best_cycles = block_cycles(max(m, 1), n, k, 1, bm, bn, sms)
+    for cbm in BLOCK_MS:
+        for cbn in BLOCK_NS:
+            if n % cbn:
+                continue
+            cycles = block_cycles(max(m, 1), n, k, 1, cbm, cbn, sms, cluster=2)
+            if cycles < best_cycles:
+                best, best_cycles = (cbm, cbn, 2), cycles
+    return best

@@ -12,8 +12,10 @@ scale per 1x128 block of ``a`` (row-major, or MN-major as
 ``get_mn_major_tma_aligned_tensor`` returns it, read in place); ``sfb`` (N/128, K/128) fp32
 one per 128x128 block of ``b``; ``d`` (M, N) bf16, written.
 ``torch.ops.tirx_kernels.deepgemm_fp8_gemm_nt(d, a, sfa, b, sfb)`` is the PyTorch op (eager,
-CUDA graphs, ``torch.compile``). M is a run-time size: at most two kernels per (N, K)
-(N tile 128, or 64 for skinny M; compiled on first use) serve every M.
+CUDA graphs, ``torch.compile``). M is a run-time size: a few kernels per (N, K) (one per
+tile shape the schedule picks from M; compiled on first use) serve every M. Schedule:
+``prefetch`` (default) or ``basic`` (the first port) by ``TIRX_DEEPGEMM_SCHEDULE``; under
+``prefetch``, ``TIRX_DEEPGEMM_MULTICAST=0`` keeps CTAs from pairing up for B multicast.
 
 Domain. Upstream (sm90, this recipe) needs K-major e4m3 A/B, bf16 D without C
 accumulation, 16-byte aligned rows (K % 16 == 0 for the TMA descriptors of A/B; N % 8 == 0
@@ -33,11 +35,17 @@ from tirx_kernels.core import toolchain
 from tirx_kernels.core.args import check_memory
 from tirx_kernels.core.ops import public_op
 
-from ._gemm_schedule import num_sms, pick_bn
+from ._gemm_1d2d_tirx import make_gemm_1d2d
+from ._gemm_schedule import multicast, num_sms, pick_bn, pick_layout, schedule
 from ._gemm_tirx import make_fp8_gemm_nt
 from ._quant import get_mn_major_tma_aligned_tensor
 
-__all__ = ["compiled_fp8_gemm_nt", "fp8_gemm_nt", "get_mn_major_tma_aligned_tensor"]
+__all__ = [
+    "compiled_fp8_gemm_nt",
+    "compiled_gemm_1d2d",
+    "fp8_gemm_nt",
+    "get_mn_major_tma_aligned_tensor",
+]
 
 _FN = "fp8_gemm_nt"
 
@@ -46,6 +54,24 @@ _FN = "fp8_gemm_nt"
 def compiled_fp8_gemm_nt(N: int, K: int, bn: int):
     """The kernel for one (N, K, N tile), compiled once; called as ``(a, b, sfa_t, sfb, d)``."""
     return toolchain.compile(make_fp8_gemm_nt(N, K, bn))
+
+
+@functools.cache
+def compiled_gemm_1d2d(
+    kind: str, N: int, K: int, bm: int, bn: int, num_groups: int = 1, cluster: int = 1
+):
+    """A prefetch-schedule kernel (``_gemm_1d2d_tirx``), compiled once."""
+    return toolchain.compile(make_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster=cluster))
+
+
+_NO_INDEX: dict[torch.device, torch.Tensor] = {}
+
+
+def no_index(device: torch.device) -> torch.Tensor:
+    """The unused (1,) int32 index argument of the normal GEMM's kernel."""
+    if device not in _NO_INDEX:
+        _NO_INDEX[device] = torch.zeros(1, dtype=torch.int32, device=device)
+    return _NO_INDEX[device]
 
 
 def _dtype(name: str, t: torch.Tensor, want: torch.dtype, fix: str) -> None:
@@ -120,8 +146,13 @@ def _fp8_gemm_nt(
     M, N, K = _check(d, a, sfa, b, sfb)
     if M == 0:
         return
-    kernel = compiled_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms()))
-    kernel(a, b, _sfa_mn_major(sfa), sfb.contiguous(), d)
+    if schedule() == "basic":
+        kernel = compiled_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms()))
+        kernel(a, b, _sfa_mn_major(sfa), sfb.contiguous(), d)
+        return
+    bm, bn, cluster = pick_layout(M, N, K, num_sms(), multicast())
+    kernel = compiled_gemm_1d2d("normal", N, K, bm, bn, cluster=cluster)
+    kernel(a, b, _sfa_mn_major(sfa), sfb.contiguous(), d, no_index(a.device))
 
 
 def fp8_gemm_nt(

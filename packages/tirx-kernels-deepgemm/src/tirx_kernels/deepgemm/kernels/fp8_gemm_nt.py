@@ -10,11 +10,13 @@ sm90_fp8_gemm_1d2d.cuh``; API ``csrc/apis/gemm.hpp``; test recipe ``tests/test_f
 a (M, K) and b (N, K) are float8_e4m3fn with fp32 scales per 1x128 block of a (sfa) and
 per 128x128 block of b (sfb); each K block's exact e4m3 products are summed in fp32 by the
 tensor cores, scaled by sfa * sfb and added into an fp32 accumulator, rounded once to bf16.
-Domain: N, K multiples of 128, any M (a kernel per (N, K, N tile)). The public op is
+Domain: N, K multiples of 128, any M (a kernel per (N, K, tile shape)). The public op is
 ``tirx_kernels.deepgemm.fp8_gemm_nt`` (``torch.ops.tirx_kernels.deepgemm_fp8_gemm_nt``);
-schedule in ``_gemm_tirx``. run_test checks it with DeepGEMM's ``calc_diff`` against the fp32
-product of the dequantized fp8 data; run_bench times it beside ``deep_gemm.fp8_gemm_nt``
-(when sgl-deep-gemm is installed) and torch's blockwise ``F.scaled_mm``.
+schedules in ``_gemm_1d2d_tirx`` (``prefetch``, default) and ``_gemm_tirx`` (``basic``,
+``TIRX_DEEPGEMM_SCHEDULE=basic``). run_test checks the selected one with DeepGEMM's
+``calc_diff`` against the fp32 product of the dequantized fp8 data; run_bench times it
+beside the other schedule (``tirx_basic``), ``deep_gemm.fp8_gemm_nt`` (when sgl-deep-gemm is
+installed) and torch's blockwise ``F.scaled_mm``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ import unittest
 import torch
 
 from tirx_kernels.core import testing, toolchain
-from tirx_kernels.deepgemm._gemm_schedule import num_sms, pick_bn
+from tirx_kernels.deepgemm._gemm_1d2d_tirx import make_gemm_1d2d
+from tirx_kernels.deepgemm._gemm_schedule import (
+    multicast,
+    num_sms,
+    pick_bn,
+    pick_layout,
+    schedule,
+)
 from tirx_kernels.deepgemm._gemm_tirx import make_fp8_gemm_nt
 from tirx_kernels.deepgemm._quant import (
     calc_diff,
@@ -32,7 +41,8 @@ from tirx_kernels.deepgemm._quant import (
     per_block_cast_to_fp8,
     per_token_cast_to_fp8,
 )
-from tirx_kernels.deepgemm.fp8_gemm import fp8_gemm_nt
+from tirx_kernels.deepgemm.fp8_gemm import _sfa_mn_major as sfa_mn_major
+from tirx_kernels.deepgemm.fp8_gemm import compiled_fp8_gemm_nt, fp8_gemm_nt
 
 KERNEL_META = {
     "name": "deepgemm_fp8_gemm_nt",
@@ -72,7 +82,11 @@ BENCH_CONFIGS = [
 
 
 def get_kernel(M, N, K, **_):
-    return make_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms()))
+    """The kernel the op launches for this shape under the selected schedule."""
+    if schedule() == "basic":
+        return make_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms()))
+    bm, bn, cluster = pick_layout(M, N, K, num_sms(), multicast())
+    return make_gemm_1d2d("normal", N, K, bm, bn, cluster=cluster)
 
 
 def prepare_data(M, N, K, seed=0, **_):
@@ -116,21 +130,57 @@ def run_test(M, N, K, **_):
     return {"calc_diff": diff, "max_abs_err": max_abs}
 
 
-def _scaled_mm_blockwise():
-    """torch's blockwise ``F.scaled_mm`` (1x128 x 128x128), or None where torch lacks it."""
+def scaled_mm_scales(sfa, sfb):
+    """``(scale_a, scale_b)`` in the layouts torch's blockwise ``F.scaled_mm`` checks for
+    ``scaled_mm(a, b.t(), ...)`` (ATen ``_check_deepseek_scale_stride``): ``scale_a``
+    (M, K/128) column-major with stride (1, M) exactly (BlockWise1x128 on a), ``scale_b``
+    (K/128, N/128) whose transpose is row-major (BlockWise128x128 on b.t()'s transpose)."""
+    M, kb = sfa.shape
+    scale_a = torch.empty_strided((M, kb), (1, M), dtype=torch.float32, device=sfa.device)
+    scale_a.copy_(sfa)
+    return scale_a, sfb.contiguous().t()
+
+
+def _build_scaled_mm(aq, sfa, bq, sfb):
+    """torch's blockwise ``F.scaled_mm`` (1x128 x 128x128) launch, checked against the
+    dequantized product; raises (recorded as the reference's error) where torch lacks it."""
     F = torch.nn.functional
     scaling = getattr(F, "ScalingType", None)
-    if not hasattr(F, "scaled_mm") or scaling is None:
-        return None
-    if not hasattr(scaling, "BlockWise1x128") or not hasattr(scaling, "BlockWise128x128"):
-        return None
-    return F.scaled_mm, scaling
+    if not hasattr(F, "scaled_mm") or scaling is None or not hasattr(scaling, "BlockWise1x128"):
+        raise RuntimeError(f"torch {torch.__version__} has no blockwise F.scaled_mm")
+    scale_a, scale_b = scaled_mm_scales(sfa, sfb)
+
+    def call():
+        return F.scaled_mm(
+            aq,
+            bq.t(),
+            scale_a,
+            scaling.BlockWise1x128,
+            scale_b,
+            scaling.BlockWise128x128,
+            output_dtype=torch.bfloat16,
+        )
+
+    diff = calc_diff(call(), reference(aq, sfa, bq, sfb))
+    if not diff <= 1e-3:
+        raise RuntimeError(f"F.scaled_mm blockwise: calc_diff {diff:.3g} > 1e-3")
+    return call
 
 
 def run_bench(M, N, K, **options):
-    """Kernel time (us) of ours, ``deep_gemm.fp8_gemm_nt`` and torch ``F.scaled_mm``."""
+    """Kernel time (us) of ours (the selected schedule), the basic schedule (``tirx_basic``),
+    ``deep_gemm.fp8_gemm_nt`` and torch ``F.scaled_mm``."""
     aq, sfa, bq, sfb, d = prepare_data(M, N, K)
     references = {}
+    if schedule() != "basic":
+
+        def build_basic():
+            kernel = compiled_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms()))
+            sfa_t = sfa_mn_major(sfa)
+            out = torch.empty_like(d)
+            return lambda: kernel(aq, bq, sfa_t, sfb, out)
+
+        references["tirx_basic"] = build_basic
     if testing.available("deep_gemm"):
 
         def build_deep_gemm():
@@ -140,42 +190,8 @@ def run_bench(M, N, K, **options):
             return lambda: deep_gemm.fp8_gemm_nt((aq, sfa), (bq, sfb), out)
 
         references["deep_gemm"] = build_deep_gemm
-    blockwise = _scaled_mm_blockwise()
-    if blockwise is not None:
-
-        def build_scaled_mm():
-            scaled_mm, scaling = blockwise
-            want = reference(aq, sfa, bq, sfb)
-            errors = []
-            # the scale strides torch accepts differ by version: the first layout that runs
-            # and matches the reference is timed
-            for sa in (sfa, sfa.contiguous()):
-                for sw in (sfb, sfb.t().contiguous().t()):
-
-                    def call(sa=sa, sw=sw):
-                        return scaled_mm(
-                            aq,
-                            bq.t(),
-                            sa,
-                            scaling.BlockWise1x128,
-                            sw,
-                            scaling.BlockWise128x128,
-                            output_dtype=torch.bfloat16,
-                        )
-
-                    try:
-                        diff = calc_diff(call(), want)
-                    except (RuntimeError, ValueError) as err:
-                        errors.append(str(err).splitlines()[0])
-                        continue
-                    if diff <= 1e-3:
-                        return call
-                    errors.append(f"calc_diff {diff:.3g}")
-            raise RuntimeError(
-                "F.scaled_mm blockwise: no scale layout worked: " + "; ".join(errors)
-            )
-
-        references["torch_scaled_mm"] = build_scaled_mm
+    # lazy: a torch without the recipe (or a layout it rejects) fails only this entry
+    references["torch_scaled_mm"] = lambda: _build_scaled_mm(aq, sfa, bq, sfb)
     return testing.bench(lambda: fp8_gemm_nt((aq, sfa), (bq, sfb), d), references, **options)
 
 

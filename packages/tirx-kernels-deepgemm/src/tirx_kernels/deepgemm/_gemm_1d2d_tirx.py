@@ -1,0 +1,361 @@
+# This file is a TIRx port of code from DeepGEMM
+# (https://github.com/deepseek-ai/DeepGEMM @ 54e22612409371d6364144b69086735beb54e98b),
+# Copyright (c) 2025 DeepSeek.
+# SPDX-License-Identifier: Apache-2.0 AND MIT
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The sm90 FP8 1D2D GEMMs with the scale-prefetch schedule: normal, m-grouped contiguous
+and m-grouped masked (``D = (A * sfa) @ (B * sfb)^T`` in bf16).
+
+Port of ``deep_gemm/include/deep_gemm/impls/sm90_fp8_gemm_1d2d.cuh`` (the kernel, one body
+for the three GEMM types) and ``deep_gemm/include/deep_gemm/scheduler/gemm.cuh`` (the
+persistent tile scheduler: ``get_next_block``, ``get_global_idx``, ``is_computation_valid``);
+launch in ``csrc/jit_kernels/impls/sm90_fp8_gemm_1d2d.hpp``.
+
+Numerics as upstream (and as ``_gemm_tirx``): per 128-wide K block, ``wgmma m64nWk32 e4m3``
+sums the block's products into fp32 ``accum`` (scale-d 0 on the first of 4), then
+``final += sfa[row, kb] * sfb[n_blk, kb] * accum``; ``final`` is rounded once to bf16.
+
+Schedule: 384 threads, persistent grid (one CTA per SM). Warpgroup 0 (setmaxnreg 40), one
+thread, TMA-loads the A (BLOCK_M x 128) and B (BLOCK_N x 128) K-blocks (128B swizzle) into a
+full/empty mbarrier ring. Warpgroups 1 and 2 (setmaxnreg 232) compute: for BLOCK_M 128 each
+owns 64 rows of the tile, for BLOCK_M 64 each owns half of its BLOCK_N columns. Upstream
+moves the A scales into shared memory with the stage (TMA) and the tile's B scales at tile
+start, and reads them before waiting on the wgmmas; here each K block's A and B scales are
+loaded from global memory into registers for the *next* K block right after the wgmmas are
+issued (ping-pong register sets, the K loop unrolled by two), so the promotion after the
+wgmma wait uses values that arrived a whole K block earlier and never waits on memory.
+With ``cluster=2`` (normal GEMM only) CTA pairs along M share each B tile: each loads half
+and multicasts it to both; consumers free a slot in both CTAs, and a producer drains its
+ring before exit so no remote arrival lands after it (a pair's spare M tile past M loads
+zeros and stores nothing).
+
+GEMM types (upstream ``GemmType``; ``G`` groups):
+
+- ``normal``: A (M, K), B (N, K), D (M, N); M is a run-time size.
+- ``contiguous``: A (M, K) holds the groups' rows one after another, each group's row count
+  a multiple of 128 (upstream's ``get_mk_alignment_for_contiguous_layout``); ``IDX`` (M,)
+  int32 names each row's group (``m_indices``), -1 for padding rows. BLOCK_M is 128; tile
+  ``m`` multiplies B[IDX[128 m]] (clamped to >= 0, as upstream), and a warpgroup whose first
+  row has a negative index skips its wgmmas and stores zeros (``is_computation_valid``).
+  B (G*N, K) is the (G, N, K) weight tensor as 2-D.
+- ``masked``: A (G*Mg, K), D (G*Mg, N) are the (G, Mg, K) / (G, Mg, N) tensors as 2-D
+  (``GM`` = G*Mg is the run-time size); ``MASK`` (G,) int32 on the device holds each
+  group's valid rows. Tiles walk group by group (upstream's masked ``get_next_block``:
+  ceil(MASK[g] / BLOCK_M) x N/BLOCK_N tiles for group g), rows clipped at MASK[g]: no host
+  sync, CUDA-graph safe.
+
+Scales: ``SFA`` holds A's 1x128 scales MN-major, ``(KB, MP)`` (``(G*KB, MP)`` masked) with
+``SFA[kb, m] = sfa[m, kb]``; ``SFB`` (N/128, KB) (``(G*N/128, KB)`` grouped). Domain: N % 128
+== 0 and K % 128 == 0 (``check_domain``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from tirx_kernels.core.sm90 import dsl
+from tirx_kernels.core.sm90.layouts import Swizzle
+from tirx_kernels.core.sm90.wgmma import kmajor_descriptor_base, kstep_offset
+from tirx_kernels.core.toolchain import T
+
+from ._gemm_schedule import BK, BLOCK_MS, BLOCK_NS, GROUP_M, prefetch_stages
+from ._gemm_schedule import num_sms as default_num_sms
+
+FP8 = "float8_e4m3fn"
+KINDS = ("normal", "contiguous", "masked")
+_PRODUCER_REGS, _CONSUMER_REGS = 40, 232
+_MMA_K = 32  # e4m3 wgmma K per instruction
+
+
+def check_domain(N: int, K: int, num_groups: int = 1) -> None:
+    """ValueError unless (N, K, groups) is in the kernels' compile-time domain."""
+    for name, v in (("N", N), ("K", K)):
+        if not isinstance(v, int) or v < BK or v % BK:
+            raise ValueError(f"fp8 1d2d gemm: {name} must be a positive multiple of 128, got {v!r}")
+    if not isinstance(num_groups, int) or num_groups < 1:
+        raise ValueError(f"fp8 1d2d gemm: num_groups must be a positive int, got {num_groups!r}")
+    if num_groups * N * K >= 2**31:
+        raise ValueError("fp8 1d2d gemm: num_groups*N*K must be < 2^31 (int32 indexing)")
+
+
+def _group_rows(idx, g, group_m):
+    """Masked: group ``g``'s valid rows, ``masked_m[g]`` clamped to [0, rows per group]."""
+    return T.max(T.min(idx[g], group_m), 0)
+
+
+def _tile_coords(kind, tm, tn, group, idx, group_m, rows, N, BM, BN, kb_count):
+    """Where tile (tm, tn) of ``group`` reads and writes (upstream ``get_global_idx``):
+    (A/D first row, D row end, B first row, SFA first K-block row, SFB row) expressions."""
+    sfb_col_block = T.truncdiv(tn * BN, 128)
+    if kind == "masked":
+        first_row = group * group_m
+        return (
+            first_row + tm * BM,
+            first_row + _group_rows(idx, group, group_m),
+            group * N + tn * BN,
+            group * kb_count,
+            group * (N // 128) + sfb_col_block,
+        )
+    if kind == "contiguous":
+        g = T.max(idx[tm * BM], 0)
+        return tm * BM, rows, g * N + tn * BN, 0, g * (N // 128) + sfb_col_block
+    return tm * BM, rows, tn * BN, 0, sfb_col_block
+
+
+def _valid(kind, idx, row):
+    """Upstream ``is_computation_valid`` for a warpgroup's first row (contiguous only)."""
+    if kind == "contiguous":
+        return idx[row] >= 0
+    return T.bool(True)
+
+
+@T.inline
+def _release(ring, lane, rank, cl):
+    """One lane per consumer warp frees the current slot in every CTA that wrote into it."""
+    if lane == 0:
+        ring.consumer_release(ring.stage)
+        if T.constexpr(cl > 1):
+            ring.consumer_release_remote(ring.stage, rank ^ 1)
+
+
+@functools.cache
+def make_gemm_1d2d(
+    kind: str,
+    N: int,
+    K: int,
+    bm: int,
+    bn: int,
+    num_groups: int = 1,
+    num_sms: int | None = None,
+    stages: int | None = None,
+    cluster: int = 1,
+):
+    """The PrimFunc of GEMM type ``kind`` for one (N, K, BLOCK_M, BLOCK_N, groups);
+    ``cluster=2`` (normal only): CTA pairs along M share each B tile by TMA multicast.
+
+    Arguments: normal ``(A, B, SFA, SFB, D)``; contiguous ``(A, B, SFA, SFB, D, IDX)``;
+    masked ``(A, B, SFA, SFB, D, MASK)`` (module docstring)."""
+    if kind not in KINDS:
+        raise ValueError(f"fp8 1d2d gemm: kind must be one of {KINDS}, got {kind!r}")
+    check_domain(N, K, num_groups)
+    if bm not in BLOCK_MS or bn not in BLOCK_NS:
+        raise ValueError(f"fp8 1d2d gemm: (bm, bn) must be in {BLOCK_MS} x {BLOCK_NS}")
+    if kind == "contiguous" and bm != 128:
+        raise ValueError("fp8 1d2d gemm: the contiguous layout takes bm = 128 (its alignment)")
+    num_sms = num_sms or default_num_sms()
+    if cluster not in (1, 2) or (cluster == 2 and (kind != "normal" or num_sms % 2)):
+        raise ValueError(
+            "fp8 1d2d gemm: cluster must be 1, or 2 for the normal GEMM on an even SM count"
+        )
+    CL = cluster
+    G = num_groups if kind != "normal" else 1
+    BM, BN = bm, bn
+    WN = BN if BM == 128 else BN // 2  # columns of a warpgroup's wgmma
+    A_BYTES, B_BYTES = BM * BK, BN * BK
+    HALF = BN // CL  # B rows each CTA of a cluster loads (and multicasts)
+    clusters = num_sms // CL  # persistent grid: one CTA per SM, in clusters of CL
+    stages = stages or prefetch_stages(BM, BN)
+    smem = stages * (A_BYTES + B_BYTES)
+    kb_count, nb_count = K // BK, N // BN
+    pairs = (kb_count + 1) // 2
+    mode = Swizzle.B128
+    desc_a = kmajor_descriptor_base(mode, BM)
+    desc_b = kmajor_descriptor_base(mode, BN)
+    a_steps = [kstep_offset(k, rows=BM, elem_bytes=1, mode=mode) for k in range(BK // _MMA_K)]
+    b_steps = [kstep_offset(k, rows=BN, elem_bytes=1, mode=mode) for k in range(BK // _MMA_K)]
+    M = T.dynamic("M")  # rows of A / D (masked: G * rows per group)
+    MP = T.dynamic("MP")  # SFA row stride
+    masked = kind == "masked"
+    contiguous = kind == "contiguous"
+    n_rows_b = G * N
+
+    @T.function
+    def gemm_1d2d(
+        A: T.Tensor((M, K), FP8, align=16),
+        B: T.Tensor((n_rows_b, K), FP8, align=16),
+        SFA: T.Tensor((G * kb_count, MP), "float32", align=4),
+        SFB: T.Tensor((n_rows_b // 128, kb_count), "float32", align=4),
+        D: T.Tensor((M, N), "bfloat16", align=16),
+        IDX: T.Tensor((M if contiguous else G,), "int32", align=4),
+    ):
+        if T.constexpr(CL == 1):
+            T.device_entry(
+                launch=T.cuda.LaunchConfig(grid=num_sms, block=384, dynamic_smem_bytes=smem),
+                kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
+            )
+        else:
+            T.device_entry(
+                launch=T.cuda.LaunchConfig(
+                    grid=clusters * CL, block=384, cluster=(CL, 1, 1), dynamic_smem_bytes=smem
+                ),
+                kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
+            )
+        tid = T.cuda.thread_idx("x")
+        wg = tid // 128
+        rank = T.cuda.block_idx("x") % CL  # this CTA's M tile of its cluster's pair
+        first = T.cuda.block_idx("x") // CL
+        arena = T.alloc_shared((smem,), FP8, scope="shared.dyn", align=1024)
+        ring = dsl.Ring(stages)
+        # tile walk state (tiles of a cluster): [total, group, first tile of the group,
+        # M tiles of the group]
+        walk = T.alloc_local((4,), "int32")
+        group_m = T.truncdiv(M, G)  # masked: rows per group
+        if tid == 0:
+            ring.init(8 * CL)  # one elected lane per consumer warp of the cluster
+            ring.fence_init(CL > 1)
+        if T.constexpr(CL == 1):
+            T.cuda.cta_sync()
+        else:
+            dsl.cluster_sync()
+        ring.reset()
+        # a cluster's spare M tile (past M: zero-filled A, nothing stored) keeps pairs whole
+        walk[0] = T.truncdiv(T.truncdiv(M + (BM - 1), BM) + (CL - 1), CL) * nb_count
+        if T.constexpr(masked):
+            walk[0] = 0
+            for g in T.serial(G):
+                walk[0] = (
+                    walk[0] + T.truncdiv(_group_rows(IDX, g, group_m) + (BM - 1), BM) * nb_count
+                )
+        walk[1] = 0
+        walk[2] = 0
+        walk[3] = T.truncdiv(T.truncdiv(M + (BM - 1), BM) + (CL - 1), CL)
+        if T.constexpr(masked):
+            walk[3] = T.truncdiv(_group_rows(IDX, 0, group_m) + (BM - 1), BM)
+        if wg == 0:
+            T.ptx.setmaxnreg.dec.sync.aligned.u32(_PRODUCER_REGS)
+            if tid == 0:
+                for t in T.serial(first, walk[0], step=clusters):
+                    if T.constexpr(masked):
+                        # the group holding linear tile t (tiles numbered group by group)
+                        while t >= walk[2] + walk[3] * nb_count:
+                            walk[2] = walk[2] + walk[3] * nb_count
+                            walk[1] = walk[1] + 1
+                            walk[3] = T.truncdiv(_group_rows(IDX, walk[1], group_m) + (BM - 1), BM)
+                    cm, tn = dsl.grouped_tile(t - walk[2], walk[3], nb_count, GROUP_M // CL)
+                    tm = cm * CL + rank
+                    a_row, _, b_row, _, _ = _tile_coords(
+                        kind, tm, tn, walk[1], IDX, group_m, M, N, BM, BN, kb_count
+                    )
+                    for kb in T.serial(kb_count):
+                        ring.producer_acquire()
+                        ring.producer_expect(A_BYTES + B_BYTES)
+                        sa = dsl.smem_view(arena, ring.stage * A_BYTES, (BM, BK), FP8, mode)
+                        dsl.tma_load_tile(sa, A, ring.full_bar(), (a_row, kb * BK), mode, 1)
+                        if T.constexpr(CL == 1):
+                            sb = dsl.smem_view(
+                                arena, stages * A_BYTES + ring.stage * B_BYTES, (BN, BK), FP8, mode
+                            )
+                            dsl.tma_load_tile(sb, B, ring.full_bar(), (b_row, kb * BK), mode, 1)
+                        else:
+                            # this CTA's half of the B tile, into both CTAs of the pair
+                            sb = dsl.smem_view(
+                                arena,
+                                stages * A_BYTES + ring.stage * B_BYTES + rank * HALF * BK,
+                                (HALF, BK),
+                                FP8,
+                                mode,
+                            )
+                            dsl.tma_load_tile(
+                                sb,
+                                B,
+                                ring.full_bar(),
+                                (b_row + rank * HALF, kb * BK),
+                                mode,
+                                1,
+                                cta_mask=(1 << CL) - 1,
+                            )
+                        ring.advance()
+                if T.constexpr(CL > 1):
+                    ring.producer_tail()
+        else:
+            T.ptx.setmaxnreg.inc.sync.aligned.u32(_CONSUMER_REGS)
+            acc = T.alloc_local((WN // 2,), "float32")
+            final = T.alloc_local((WN // 2,), "float32")
+            # ping-pong scale registers: [sfa row r, sfa row r + 8, sfb] x 2
+            sc = T.alloc_local((6,), "float32")
+            scale = T.alloc_local((2,), "float32")
+            packed = T.local_scalar("uint32")
+            lane = tid % 32
+            base = dsl.smem_addr(arena)
+            w = wg - 1
+            m_off = w * 64 if BM == 128 else 0  # this warpgroup's rows of the tile
+            n_off = 0 if BM == 128 else w * WN  # and columns
+            a_wg = T.uint32(m_off * BK)
+            b_wg = T.uint32(n_off * BK)
+            t_in = tid % 128
+            r_in = m_off + 16 * (t_in // 32) + (t_in % 32) // 4
+            for t in T.serial(first, walk[0], step=clusters):
+                if T.constexpr(masked):
+                    while t >= walk[2] + walk[3] * nb_count:
+                        walk[2] = walk[2] + walk[3] * nb_count
+                        walk[1] = walk[1] + 1
+                        walk[3] = T.truncdiv(_group_rows(IDX, walk[1], group_m) + (BM - 1), BM)
+                cm, tn = dsl.grouped_tile(t - walk[2], walk[3], nb_count, GROUP_M // CL)
+                tm = cm * CL + rank
+                # D rows of this tile: [row_base, row_end); A scale rows past the end read
+                # the last valid row (their outputs are never stored)
+                row_base, row_end, _, sfa_kb0, sfb_row = _tile_coords(
+                    kind, tm, tn, walk[1], IDX, group_m, M, N, BM, BN, kb_count
+                )
+                row0 = T.min(row_base + r_in, row_end - 1) - (row_base - tm * BM)
+                row1 = T.min(row_base + r_in + 8, row_end - 1) - (row_base - tm * BM)
+                # contiguous: a warpgroup whose first row is padding (-1) skips its wgmmas
+                valid = _valid(kind, IDX, tm * BM + m_off)
+                for i in T.unroll(WN // 2):
+                    final[i] = T.float32(0)
+                if valid:
+                    sc[0] = SFA[sfa_kb0, row0]
+                    sc[1] = SFA[sfa_kb0, row1]
+                    sc[2] = SFB[sfb_row, 0]
+                    for kp in T.serial(pairs):
+                        for p in T.unroll(2):
+                            kb = kp * 2 + p
+                            if kb < kb_count:
+                                ring.consumer_wait()
+                                da = dsl.descriptor(
+                                    desc_a, base + T.cast(ring.stage * A_BYTES, "uint32") + a_wg
+                                )
+                                db = dsl.descriptor(
+                                    desc_b,
+                                    base
+                                    + T.cast(stages * A_BYTES + ring.stage * B_BYTES, "uint32")
+                                    + b_wg,
+                                )
+                                dsl.wgmma_fence()
+                                dsl.mma_ksteps(
+                                    acc, da, db, a_steps, b_steps, T.bool(False), WN, FP8
+                                )
+                                dsl.wgmma_commit()
+                                # the next K block's scales load while the wgmmas run
+                                kn = T.min(kb + 1, kb_count - 1)
+                                sc[3 - 3 * p] = SFA[sfa_kb0 + kn, row0]
+                                sc[4 - 3 * p] = SFA[sfa_kb0 + kn, row1]
+                                sc[5 - 3 * p] = SFB[sfb_row, kn]
+                                dsl.wgmma_wait(0)
+                                _release(ring, lane, rank, CL)
+                                scale[0] = sc[3 * p] * sc[3 * p + 2]
+                                scale[1] = sc[3 * p + 1] * sc[3 * p + 2]
+                                # registers 4j, 4j+1: row r_in; 4j+2, 4j+3: row r_in + 8
+                                for i in T.unroll(WN // 2):
+                                    final[i] = final[i] + scale[(i // 2) % 2] * acc[i]
+                                ring.advance()
+                else:
+                    # upstream's skipped block: consume the stages, store zeros
+                    for _kb in T.serial(kb_count):
+                        ring.consumer_wait()
+                        _release(ring, lane, rank, CL)
+                        ring.advance()
+                dsl.store_acc(
+                    final,
+                    D,
+                    row_base + m_off,
+                    tn * BN + n_off,
+                    WN,
+                    row_end,
+                    N,
+                    True,
+                    False,
+                    packed,
+                )
+
+    return gemm_1d2d
