@@ -25,7 +25,7 @@ def tirx_kernels_family():
                 copyright="Copyright (c) 2023 by FlashInfer team.",
                 commit=UPSTREAM_COMMIT,
             ),
-            native_files=("__init__.py", "plugin.py", "kernels/__init__.py"),
+            native_files=("__init__.py", "plugin.py", "kernels/__init__.py", "_host.py"),
         ),
         description="TIRx ports of FlashInfer kernels",
     )
