@@ -155,3 +155,22 @@ def test_rope_rotates_partial_and_strided_heads(stand_ins):
     rope.apply_rope_pos_ids_inplace(q, k, pos, rotary_dim=64, interleave=True)
     assert torch.equal(q, q_rope) and torch.equal(k, k_rope)
     assert torch.equal(qkv[:, hq + hk :], v0)
+
+
+def test_inputs_past_int32_indexing_run_in_row_chunks(stand_ins, monkeypatch):
+    monkeypatch.setattr(norm, "INDEX_LIMIT", 64 * 10)  # 2**31 elements, scaled down
+    launched = []
+    kernel = norm._host_kernel
+    monkeypatch.setattr(norm, "_host_kernel", lambda *key: launched.append(key) or kernel(*key))
+    x, w, r = randn(25, 64), randn(64, seed=1), randn(25, 64, seed=2)
+    torch.testing.assert_close(
+        norm.rmsnorm(x, w).float(), rms.rmsnorm_reference(x, w, 1e-6, 0.0), **TOLS
+    )
+    assert len(launched) == 2  # chunks of 9 rows (the last 7): two kernels' plans
+    want_r, want = rms.fused_add_reference(x, r, w, 1e-6, 1.0)
+    norm.gemma_fused_add_rmsnorm(x, r, w)
+    assert torch.equal(r, want_r)
+    torch.testing.assert_close(x.float(), want, **TOLS)
+    q = randn(5, 5, 64)  # 3D: 25 rows of heads
+    got = norm.rmsnorm(q, w)
+    torch.testing.assert_close(got.float(), rms.rmsnorm_reference(q, w, 1e-6, 0.0), **TOLS)

@@ -142,6 +142,25 @@ def _rows_view(t: torch.Tensor, rows: int, hidden: int, ok: bool) -> torch.Tenso
     return t.view(rows, hidden) if ok else t.reshape(rows, hidden).clone()
 
 
+INDEX_LIMIT = 2**31  # the kernels index in int32: larger inputs run in chunks of rows
+
+
+def _chunked(where: str, hidden: int, plan_of: Callable, a, b) -> Callable:
+    """The plan of a call whose two row tensors ``a``, ``b`` (the plans' first two
+    arguments) hold ``INDEX_LIMIT`` elements or more: the plans of row chunks below it."""
+    if not all(t.dim() == 2 or t.is_contiguous() for t in (a, b)):
+        raise ValueError(f"{where}: a 3D input of 2**31 elements or more must be contiguous")
+    step = (INDEX_LIMIT - 1) // hidden
+
+    def run(a, b, *rest):
+        a2, b2 = a.view(-1, hidden), b.view(-1, hidden)
+        for r0 in range(0, a2.shape[0], step):
+            ca, cb = a2[r0 : r0 + step], b2[r0 : r0 + step]
+            plan_of(ca, cb, *rest[:-1])(ca, cb, *rest)
+
+    return run
+
+
 def _resolve_rmsnorm(weight_bias: float, out, input, weight) -> Callable:
     """Check an rmsnorm/gemma_rmsnorm call; its plan ``f(out, input, weight, eps)``."""
     where = "gemma_rmsnorm" if weight_bias else "rmsnorm"
@@ -149,13 +168,15 @@ def _resolve_rmsnorm(weight_bias: float, out, input, weight) -> Callable:
     rows, hidden = _check_rows(where, input, (2, 3))
     align = 2 * vec_width(hidden) if hidden else 16
     _check_like(where, "out", out, input)
-    check_domain(dtype, hidden, rows)
+    check_domain(dtype, hidden)
     named = {"input": input, "weight": weight, "out": out}
     _host.check_last_dim(where, named)
     _check_vector(where, "weight", weight, hidden, input.dtype, align)
     _host.cuda_index(where, named)
     if not rows:
         return _host.nothing
+    if rows * hidden >= INDEX_LIMIT:
+        return _chunked(where, hidden, lambda *t: _rmsnorm_plan(weight_bias, *t), out, input)
     fn = _host.main_of(_host_kernel("rmsnorm", dtype, hidden, batch_class(rows), weight_bias))
     in_ok, out_ok = _host.aligned(input, align), _host.aligned(out, align)
     if in_ok and out_ok and input.dim() == 2:
@@ -182,13 +203,16 @@ def _resolve_fused_add(weight_bias: float, input, residual, weight) -> Callable:
     rows, hidden = _check_rows(where, input, (2,))
     align = 2 * vec_width(hidden) if hidden else 16
     _check_like(where, "residual", residual, input)
-    check_domain(dtype, hidden, rows)
+    check_domain(dtype, hidden)
     named = {"input": input, "residual": residual, "weight": weight}
     _host.check_last_dim(where, named)
     _check_vector(where, "weight", weight, hidden, input.dtype, align)
     _host.cuda_index(where, named)
     if not rows:
         return _host.nothing
+    if rows * hidden >= INDEX_LIMIT:
+        plan_of = lambda *t: _fused_add_plan(weight_bias, *t)  # noqa: E731
+        return _chunked(where, hidden, plan_of, input, residual)
     kernel = _host_kernel("fused_add_rmsnorm", dtype, hidden, batch_class(rows), weight_bias)
     fn = _host.main_of(kernel)
     if _host.aligned(input, align) and _host.aligned(residual, align):
@@ -210,7 +234,7 @@ def _resolve_layernorm(out, input, gemma, beta) -> Callable:
     rows, hidden = _check_rows(where, input, (2,))
     vec = vec_width(hidden) if hidden else VEC
     _check_like(where, "out", out, input)
-    check_domain("bfloat16", hidden, rows, bf16_only=True)
+    check_domain("bfloat16", hidden, bf16_only=True)
     named = {"input": input, "gemma": gemma, "beta": beta, "out": out}
     _host.check_last_dim(where, named)
     for name, t in (("gemma", gemma), ("beta", beta)):
@@ -218,6 +242,8 @@ def _resolve_layernorm(out, input, gemma, beta) -> Callable:
     _host.cuda_index(where, named)
     if not rows:
         return _host.nothing
+    if rows * hidden >= INDEX_LIMIT:
+        return _chunked(where, hidden, _layernorm_plan, out, input)
     fn = _host.main_of(_host_kernel("layernorm", "bfloat16", hidden, batch_class(rows), 0.0))
     in_ok, out_ok = _host.aligned(input, 2 * vec), _host.aligned(out, 2 * vec)
     if in_ok and out_ok:
