@@ -89,14 +89,15 @@ def test_wrappers_keep_flashinfers_argument_names_and_defaults(name):
 @pytest.mark.parametrize(
     "args, match",
     [
-        ((cpu((2, 4, 64)), cpu(64)), "input must be 2D"),
+        ((cpu((2, 2, 4, 64)), cpu(64)), r"input must be 2D \(tokens, hidden\) or 3D"),
         ((cpu((4, 64), torch.float32), cpu(64, torch.float32)), "input has dtype torch.float32"),
         ((cpu((4, 64)), cpu(32)), r"weight must be 1D of shape \(64,\)"),
         ((cpu((4, 64)), cpu(64, torch.float16)), "weight must be .* dtype torch.bfloat16"),
         ((cpu((4, 64)), cpu(64), 1e-6, cpu((3, 64))), "out must have input's shape"),
-        ((cpu((4, 12)), cpu(12)), "hidden=12 outside the ported dispatch domain"),
         ((cpu((4, 16392)), cpu(16392)), "hidden=16392 outside"),
-        ((cpu((4, 64)), cpu(64)), "input is on cpu; move it to a CUDA device"),
+        ((cpu((4, 64)).t(), cpu(4)), "input's last dimension must be contiguous"),
+        ((cpu((4, 64)), cpu(64)), "input must be a CUDA tensor, got cpu"),
+        ((cpu((2, 4, 64)), cpu(64)), "input must be a CUDA tensor, got cpu"),
     ],
 )
 def test_rmsnorm_arguments_are_checked(wrapper, args, match):
@@ -113,7 +114,8 @@ def test_rmsnorm_arguments_are_checked(wrapper, args, match):
         ((cpu((4, 64)), cpu((4, 72)), cpu(64)), "residual must have input's shape"),
         ((cpu((4, 64)), cpu((4, 64), torch.float16), cpu(64)), "residual must have .* dtype"),
         ((cpu((4, 64)), cpu((4, 64)), cpu((1, 64))), "weight must be 1D"),
-        ((cpu((4, 64)), cpu((4, 64)), cpu(64)), "input is on cpu"),
+        ((cpu((2, 4, 64)), cpu((2, 4, 64)), cpu(64)), "input must be 2D"),
+        ((cpu((4, 64)), cpu((4, 64)), cpu(64)), "input must be a CUDA tensor"),
     ],
 )
 def test_fused_add_rmsnorm_arguments_are_checked(wrapper, args, match):
@@ -130,8 +132,8 @@ F32 = torch.float32
         ((cpu((4, 64), torch.float16), cpu(64, F32), cpu(64, F32)), "expected torch.bfloat16"),
         ((cpu((4, 64)), cpu(64), cpu(64, F32)), "gemma must be .* dtype torch.float32"),
         ((cpu((4, 64)), cpu(64, F32), cpu(63, F32)), r"beta must be 1D of shape \(64,\)"),
-        ((cpu((4, 20)), cpu(20, F32), cpu(20, F32)), "hidden=20 outside"),
-        ((cpu((4, 64)), cpu(64, F32), cpu(64, F32)), "input is on cpu"),
+        ((cpu((4, 16400)), cpu(16400, F32), cpu(16400, F32)), "hidden=16400 outside"),
+        ((cpu((4, 64)), cpu(64, F32), cpu(64, F32)), "input must be a CUDA tensor"),
     ],
 )
 def test_layernorm_arguments_are_checked(args, match):
@@ -167,7 +169,7 @@ def test_fullgraph_compile_traces_the_wrappers_and_keeps_the_checks():
         return norm.layernorm(norm.rmsnorm(x, w), g, b)
 
     compiled = torch.compile(model, fullgraph=True, backend="eager")
-    with pytest.raises(ValueError, match="input is on cpu"):
+    with pytest.raises(ValueError, match="input must be a CUDA tensor"):
         compiled(cpu((3, 64)), cpu((3, 64)), cpu(64), cpu(64, F32), cpu(64, F32))
 
 
@@ -286,9 +288,53 @@ def test_fullgraph_compile_gives_the_eager_bits(sm90):
 @gpu
 def test_layout_and_device_errors_name_the_argument(sm90):
     x, w = data(8, 4096)
-    with pytest.raises(ValueError, match="input must be contiguous"):
+    with pytest.raises(ValueError, match="input's last dimension must be contiguous"):
         norm.rmsnorm(x.t().contiguous().t(), w)
-    with pytest.raises(ValueError, match="weight must be 16-byte aligned"):
+    with pytest.raises(ValueError, match="weight must be contiguous and 16-byte aligned"):
         norm.rmsnorm(x, torch.empty(4097, dtype=BF16, device="cuda")[1:])
-    with pytest.raises(ValueError, match="weight is on cpu"):
+    with pytest.raises(ValueError, match="weight must be on input's device cuda:0, got cpu"):
         norm.rmsnorm(x, w.cpu())
+    with pytest.raises(ValueError, match="out must have input's shape"):
+        norm.rmsnorm(x, w, out=torch.empty(4, 4096, dtype=BF16, device="cuda"))
+
+
+@gpu
+@pytest.mark.parametrize("hidden", [111, 500, 6, 4100])
+@pytest.mark.parametrize("dtype", [BF16, torch.float16])
+def test_any_hidden_size_runs_upstreams_narrow_vectors(sm90, hidden, dtype):
+    """gcd(8, hidden)-element vectors (1, 4, 2, 4 here), as upstream's VEC_SIZE."""
+    x, w = data(37, hidden, dtype)
+    r, _ = data(37, hidden, dtype, seed=1)
+    tols = dtype_tols(str(dtype).removeprefix("torch."))
+    for bias, wrapper in ((0.0, norm.rmsnorm), (1.0, norm.gemma_rmsnorm)):
+        want = rms.rmsnorm_reference(x, w, 1e-6, bias)
+        torch.testing.assert_close(wrapper(x, w).float(), want, **tols)
+    want_res, want = rms.fused_add_reference(x, r, w, 1e-6, 0.0)
+    norm.fused_add_rmsnorm(x, r, w)
+    torch.testing.assert_close(r, want_res, rtol=0, atol=0)
+    torch.testing.assert_close(x.float(), want, **tols)
+    if dtype == BF16:
+        g, b = affine(hidden)
+        want = layernorm.reference(r, g, b, 1e-6)
+        torch.testing.assert_close(norm.layernorm(r, g, b).float(), want, **tols)
+
+
+@gpu
+def test_3d_qk_norm_and_strided_rows_match_the_contiguous_result(sm90):
+    qkv, w = data(19, 3 * 8 * 128)
+    w = w[:128].contiguous()
+    q = qkv[:, : 8 * 128].view(19, 8, 128)  # a head slice of qkv: rows with a stride
+    want = rms.rmsnorm_reference(q, w, 1e-6, 0.0)
+    tols = dtype_tols("bfloat16")
+    torch.testing.assert_close(norm.rmsnorm(q.contiguous(), w).float(), want, **tols)
+    torch.testing.assert_close(norm.rmsnorm(q, w).float(), want, **tols)
+    out = torch.empty(19, 2, 8, 128, dtype=BF16, device="cuda")[:, 1]  # strided out
+    assert norm.gemma_rmsnorm(q, w, out=out) is out
+    torch.testing.assert_close(out.float(), rms.rmsnorm_reference(q, w, 1e-6, 1.0), **tols)
+    x, r = qkv[:, :1024], qkv[:, 1024:2048].clone()  # in place on a strided slice
+    want_res, want = rms.fused_add_reference(x, r, w.repeat(8), 1e-6, 0.0)
+    before = qkv[:, 2048:].clone()
+    norm.fused_add_rmsnorm(x, r, w.repeat(8))
+    torch.testing.assert_close(r, want_res, rtol=0, atol=0)
+    torch.testing.assert_close(x.float(), want, **tols)
+    assert torch.equal(qkv[:, 2048:], before)  # the rest of the wider tensor is untouched

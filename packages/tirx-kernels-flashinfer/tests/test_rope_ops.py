@@ -78,11 +78,16 @@ BAD = {
     "head_dim \\(q.shape\\[-1\\]\\) must be one of": lambda a, kw: a.update(
         q=a["q"][..., :32].contiguous(), k=a["k"][..., :32].contiguous()
     ),
-    "rotary_dim must be None or head_dim \\(64\\)": lambda a, kw: kw.update(rotary_dim=32),
+    "rotary_dim must be a multiple of 16 in \\[16, head_dim=64\\], got 24": lambda a, kw: kw.update(
+        rotary_dim=24
+    ),
+    "rotary_dim must be a multiple of 16 in \\[16, head_dim=64\\], got 80": lambda a, kw: kw.update(
+        rotary_dim=80
+    ),
     "rope_scale must be finite and nonzero": lambda a, kw: kw.update(rope_scale=0.0),
     "rope_theta must be finite and nonzero": lambda a, kw: kw.update(rope_theta=float("inf")),
-    "q must be contiguous": lambda a, kw: a.update(
-        q=a["q"].transpose(0, 1).contiguous().transpose(0, 1)
+    "q's last dimension must be contiguous": lambda a, kw: a.update(
+        q=a["q"].transpose(1, 2).contiguous().transpose(1, 2)
     ),
     "pos_ids must be contiguous": lambda a, kw: a.update(
         pos_ids=torch.arange(10, dtype=torch.int32)[::2]
@@ -104,8 +109,8 @@ def test_out_of_place_outputs_must_match_q_and_k():
     op = torch.ops.tirx_kernels.flashinfer_apply_rope_pos_ids
     with pytest.raises(ValueError, match="k_rope must match k"):
         op(q, k, torch.empty_like(q), torch.empty_like(q), pos, 64, False, 1.0, 1e4)
-    with pytest.raises(ValueError, match="q_rope must be contiguous"):
-        q_rope = torch.empty(4, 5, 64, dtype=q.dtype).transpose(0, 1)
+    with pytest.raises(ValueError, match="q_rope's last dimension must be contiguous"):
+        q_rope = torch.empty(5, 64, 4, dtype=q.dtype).transpose(1, 2)
         op(q, k, q_rope, torch.empty_like(k), pos, 64, False, 1.0, 1e4)
 
 
@@ -234,3 +239,42 @@ def test_the_ops_compile_fullgraph(hopper, backend):
     for g, w in zip(got, want, strict=True):
         assert torch.equal(g, w)
     assert torch.equal(kc, want[1])  # the in-place op's write reached the caller's k
+
+
+@gpu
+@pytest.mark.parametrize(
+    "nnz, hq, hk, d, rotary_dim, il",
+    [
+        (33, 8, 2, 512, 512, False),  # head_dim 512, the grid kernel
+        (1024, 16, 4, 512, 512, True),  # head_dim 512, the walk kernel
+        (7, 32, 8, 128, 64, False),  # partial rotary
+        (600, 32, 8, 128, 96, True),  # partial, 6 threads a head: the grid kernel only
+        (2048, 8, 8, 256, 16, False),  # one thread a head, the walk kernel
+    ],
+)
+def test_head_dim_512_and_partial_rotary_match_the_reference(
+    hopper, nnz, hq, hk, d, rotary_dim, il
+):
+    q, k, pos = _data(nnz, hq, hk, d, torch.bfloat16, torch.int64)
+    q0, k0 = q.clone(), k.clone()
+    q_rope, k_rope = rope.apply_rope_pos_ids(q, k, pos, rotary_dim=rotary_dim, interleave=il)
+    for got, x in ((q_rope, q0), (k_rope, k0)):
+        want = contract.reference(x, pos, il, rotary_dim=rotary_dim)
+        torch.testing.assert_close(got.float(), want, atol=1.5e-2, rtol=2**-7)
+        assert torch.equal(got[..., rotary_dim:], x[..., rotary_dim:])  # passed through
+    rope.apply_rope_pos_ids_inplace(q, k, pos, rotary_dim=rotary_dim, interleave=il)
+    assert torch.equal(q, q_rope) and torch.equal(k, k_rope)
+
+
+@gpu
+def test_head_slices_of_a_fused_qkv_rotate_in_place(hopper):
+    nnz, hq, hk, d = 19, 8, 2, 128
+    qkv = _data(nnz, hq + 2 * hk, 1, d, torch.bfloat16, torch.int32)[0]
+    pos = torch.arange(nnz, device="cuda", dtype=torch.int32) * 37
+    q, k = qkv[:, :hq], qkv[:, hq : hq + hk]  # strided: rows of (hq + 2 hk) heads
+    v_before = qkv[:, hq + hk :].clone()
+    want_q, want_k = rope.apply_rope_pos_ids(q.contiguous(), k.contiguous(), pos)
+    assert torch.equal(rope.apply_rope_pos_ids(q, k, pos)[0], want_q)
+    rope.apply_rope_pos_ids_inplace(q, k, pos)
+    assert torch.equal(q, want_q) and torch.equal(k, want_k)
+    assert torch.equal(qkv[:, hq + hk :], v_before)  # v untouched

@@ -57,7 +57,7 @@ def test_rope_launcher_grids(monkeypatch):
     from tirx_kernels.flashinfer import rope
 
     launches = []
-    fake = lambda *key: lambda *args: launches.append((key[-1], args[3]))  # noqa: E731
+    fake = lambda *key: lambda *args: launches.append((key[-2], args[3]))  # noqa: E731
     monkeypatch.setattr(rope, "_compiled", fake)
     for tokens, sms in ((1, 132), (16384, 132), (600, 264)):
         rope.launcher("bfloat16", 128, 32, 8, False, "int32", tokens, sms)("q", "k", "p", 1, 1)

@@ -13,12 +13,15 @@ whose result is the keywords of ``_norm_tirx.make_*``. Pure Python (no torch, no
 Why each constant has its value: ``docs/norm.md`` (package root).
 
 Dispatch domain of the port: dtype bfloat16 or float16 (LayerNorm: bfloat16 input, float32
-gamma/beta, as upstream); ``hidden % 8 == 0`` (upstream's VEC_SIZE = 8 specialization;
-other ``d`` use smaller vectors upstream and are not ported); ``8 <= hidden <= 16384``;
-``tokens * hidden < 2**31`` (32-bit indexing); rows contiguous. Outside it: ValueError.
+gamma/beta, as upstream); ``1 <= hidden <= 16384``, vectors of ``vec_width(hidden) =
+gcd(8, hidden)`` elements as upstream's ``VEC_SIZE = gcd(16 / sizeof(T), d)`` (hidden 111
+runs 1-element vectors, 500 4-element ones; only the 8-element path has the tuned large-batch
+schedules); ``tokens * hidden < 2**31`` (32-bit indexing). Outside it: ValueError.
 """
 
 from __future__ import annotations
+
+import math
 
 VEC = 8  # elements per 16-byte vector of a 16-bit dtype
 WARP_ROW = 32 * VEC  # elements a warp covers with one vector per lane
@@ -31,28 +34,36 @@ def check_domain(dtype: str, hidden: int, tokens: int | None = None, *, bf16_onl
     allowed = ("bfloat16",) if bf16_only else DTYPE_NAMES
     if dtype not in allowed:
         raise ValueError(f"dtype {dtype!r} not supported: expected one of {allowed}")
-    if not isinstance(hidden, int) or hidden % VEC or not VEC <= hidden <= MAX_HIDDEN:
+    if not isinstance(hidden, int) or not 1 <= hidden <= MAX_HIDDEN:
         raise ValueError(
-            f"hidden={hidden} outside the ported dispatch domain: need hidden % {VEC} == 0 "
-            f"(FlashInfer's VEC_SIZE=8 path) and {VEC} <= hidden <= {MAX_HIDDEN}"
+            f"hidden={hidden} outside the ported dispatch domain: need 1 <= hidden <= {MAX_HIDDEN}"
         )
     if tokens is not None and not (0 <= tokens and tokens * hidden < 2**31):
         raise ValueError(f"tokens={tokens} x hidden={hidden} exceeds 32-bit indexing")
+
+
+def vec_width(hidden: int) -> int:
+    """Elements per vector access: upstream's ``gcd(16 / sizeof(T), d)`` for 16-bit T."""
+    return math.gcd(VEC, hidden)
 
 
 SMALL_BATCH = 256  # up to ~2 rows per SM: latency-bound, spread a row over more threads
 
 
 def plan(
-    hidden: int, tokens: int | None = None, kind: str = "rmsnorm", vecs_per_thread=None
+    hidden: int,
+    tokens: int | None = None,
+    kind: str = "rmsnorm",
+    vecs_per_thread=None,
+    vec: int = VEC,
 ) -> tuple[int, int]:
-    """(16-byte vectors per thread, threads per CTA) for one row of ``hidden`` elements.
+    """(vectors of ``vec`` elements per thread, threads per CTA) for one row of ``hidden``.
 
     Small batches want 1-2 vectors per thread (fused add: at most 512 threads), large
     batches 4 (1 when hidden <= 2048): see docs/norm.md#vectors-per-thread. Tokens only pick
     the plan; the compiled kernel takes any count.
     """
-    nvec = hidden // VEC
+    nvec = -(-hidden // vec)
     if vecs_per_thread:
         k = vecs_per_thread
     elif tokens is not None and tokens <= SMALL_BATCH:
@@ -92,6 +103,9 @@ def lean_ctas_per_sm(threads: int) -> int:
 
 def schedule(kind: str, hidden: int, tokens: int | None) -> dict:
     """The host's kernel choice for ``tokens`` rows (None: a large batch): make_* keywords."""
+    vec = vec_width(hidden)
+    if vec != VEC:  # upstream's narrow-vector path: one row per CTA, up to 1024 threads
+        return {"vecs_per_thread": plan(hidden, 1, kind, vec=vec)[0], "vec": vec}
     k = plan(hidden, tokens, kind)[0]
     small = tokens is not None and tokens <= SMALL_BATCH
     if kind == "fused_add_rmsnorm" and not small:  # docs/norm.md#late-weight

@@ -53,6 +53,18 @@ LD_EVICT_LAST_F32X4 = "ld.global.L1::evict_last.v4.f32"  # 4 fp32, kept in L1 ov
 LD_F32X4 = "ld.global.v4.f32"
 
 
+def ramp(T, base, lanes: int):
+    """Index of ``lanes`` consecutive elements from ``base`` (a scalar index for one)."""
+    return T.Ramp(base, 1, lanes) if lanes > 1 else base
+
+
+def check_vec(hidden: int, vec: int) -> int:
+    """``vec`` when it is a valid vector width for ``hidden`` (1, 2, 4 or 8 dividing it)."""
+    if vec not in (1, 2, 4, VEC) or hidden % vec:
+        raise ValueError(f"vec={vec} must be 1, 2, 4 or 8 and divide hidden={hidden}")
+    return vec
+
+
 def opaque_zero(T, M, n: int):
     """An expression that is 0 at run time (0 <= M < 2**30, the row count) but not to ptxas;
     different for n = 1 and 2."""
@@ -158,6 +170,7 @@ def make_rmsnorm(
     lean: bool = False,
     min_ctas_per_sm: int = 1,
     warp_rows: int = 0,
+    vec: int = VEC,
 ):
     """out[m] = T(float(x[m]) * rsqrt(mean(x[m]^2) + eps) * (weight_bias + float(w))).
 
@@ -172,10 +185,11 @@ def make_rmsnorm(
     from tirx_kernels.core.toolchain import T
 
     check_domain(dtype, hidden)
-    k, threads = plan(hidden, None, "rmsnorm", vecs_per_thread)
+    V = check_vec(hidden, vec)
+    k, threads = plan(hidden, None, "rmsnorm", vecs_per_thread, vec)
     block = row_threads(hidden, k, threads, warp_rows)
     warps = threads // 32
-    exact = threads * k * VEC == hidden
+    exact = threads * k * V == hidden
     R = rows_per_cta
     one_row = R * max(1, warp_rows) == 1  # else rows past M are clamped on load, not stored
     bounds = launch_bounds(T, min_ctas_per_sm)
@@ -186,9 +200,9 @@ def make_rmsnorm(
 
     @T.function
     def rmsnorm(
-        X: T.Tensor((M, hidden), dtype, align=16),
-        W: T.Tensor((hidden,), dtype, align=16),
-        Y: T.Tensor((M, hidden), dtype, align=16),
+        X: T.Tensor((M, hidden), dtype, align=2 * V),
+        W: T.Tensor((hidden,), dtype, align=2 * V),
+        Y: T.Tensor((M, hidden), dtype, align=2 * V),
         eps: T.float32,
     ):
         T.func_attr({"tirx.noalias": True})
@@ -197,51 +211,56 @@ def make_rmsnorm(
             kernel_attrs=bounds,
         )
         row0, tx = first_row_and_lane(T, R, warp_rows)
-        xr = T.alloc_local((R * k * VEC,), dtype)
+        xr = T.alloc_local((-(-R * k * V // 2) * 2,), dtype)  # even: viewed as words
         xw = xr.view("uint32")  # the rows' bits, for lean_f32
-        wr = T.alloc_local((k * VEC,), dtype)
-        yr = T.alloc_local((VEC,), dtype)
+        wr = T.alloc_local((k * V,), dtype)
+        yr = T.alloc_local((V,), dtype)
         red = T.alloc_shared((R * 32,), "float32")
         acc = T.alloc_local((R,), "float32")
         rr = T.alloc_local((R,), "float32")
         for it in T.unroll(k):
-            c = (it * threads + tx) * VEC
+            c = (it * threads + tx) * V
             if exact or c < hidden:
                 for r in T.unroll(R):  # rows past M re-read row M - 1; never stored
                     src = row0 + r if one_row else T.min(row0 + r, M - 1)
-                    xr[T.Ramp((r * k + it) * VEC, 1, VEC)] = X[src, T.Ramp(c, 1, VEC)]
-                wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
+                    xr[ramp(T, (r * k + it) * V, V)] = X[src, ramp(T, c, V)]
+                wr[ramp(T, it * V, V)] = W[ramp(T, c, V)]
             else:
-                for i in T.unroll(R * VEC):
-                    xr[(i // VEC * k + it) * VEC + i % VEC] = T.cast(T.float32(0), dtype)
+                for i in T.unroll(R * V):
+                    xr[(i // V * k + it) * V + i % V] = T.cast(T.float32(0), dtype)
         for r in T.unroll(R):
             acc[r] = T.float32(0)
-            for i in T.unroll(k * VEC):
-                xf = T.cast(xr[r * k * VEC + i], "float32")
+            for i in T.unroll(k * V):
+                xf = T.cast(xr[r * k * V + i], "float32")
                 acc[r] = acc[r] + xf * xf
         block_sums(acc, red, tx, rr)
         for r in T.unroll(R):
             rr[r] = T.rsqrt(rr[r] / T.float32(hidden) + eps)
         for it in T.unroll(k):
-            c = (it * threads + tx) * VEC
+            c = (it * threads + tx) * V
             if exact or c < hidden:
                 for r in T.unroll(R):
                     if one_row or row0 + r < M:
-                        for v in T.unroll(VEC):
+                        for v in T.unroll(V):
                             yr[v] = T.cast(
-                                row_f32(xr, xw, (r * k + it) * VEC + v, 1)
+                                row_f32(xr, xw, (r * k + it) * V + v, 1)
                                 * rr[r]
-                                * (T.float32(weight_bias) + T.cast(wr[it * VEC + v], "float32")),
+                                * (T.float32(weight_bias) + T.cast(wr[it * V + v], "float32")),
                                 dtype,
                             )
-                        Y[row0 + r, T.Ramp(c, 1, VEC)] = yr[T.Ramp(0, 1, VEC)]
+                        Y[row0 + r, ramp(T, c, V)] = yr[ramp(T, 0, V)]
 
     return rmsnorm
 
 
 @functools.cache
 def make_fused_add_rmsnorm(
-    dtype: str, hidden: int, weight_bias: float, vecs_per_thread=None, late_weight: bool = False
+    dtype: str,
+    hidden: int,
+    weight_bias: float,
+    vecs_per_thread=None,
+    late_weight: bool = False,
+    vec: int = VEC,
 ):
     """In place: x = I + R (fp32); R = T(x); I = T(x * rsqrt(mean(x^2) + eps) * (bias + w)).
 
@@ -252,18 +271,19 @@ def make_fused_add_rmsnorm(
     from tirx_kernels.core.toolchain import T
 
     check_domain(dtype, hidden)
-    k, threads = plan(hidden, None, "fused_add_rmsnorm", vecs_per_thread)
+    V = check_vec(hidden, vec)
+    k, threads = plan(hidden, None, "fused_add_rmsnorm", vecs_per_thread, vec)
     warps = threads // 32
-    exact = threads * k * VEC == hidden
+    exact = threads * k * V == hidden
     ctas_per_sm = max(1, 1024 // threads) if late_weight else 1
     M = T.dynamic("M")
     block_sums, _ = reductions(T, 1, warps)
 
     @T.function
     def fused_add_rmsnorm(
-        I: T.Tensor((M, hidden), dtype, align=16),  # noqa: E741 - upstream's "input"
-        R: T.Tensor((M, hidden), dtype, align=16),
-        W: T.Tensor((hidden,), dtype, align=16),
+        I: T.Tensor((M, hidden), dtype, align=2 * V),  # noqa: E741 - upstream's "input"
+        R: T.Tensor((M, hidden), dtype, align=2 * V),
+        W: T.Tensor((hidden,), dtype, align=2 * V),
         eps: T.float32,
     ):
         T.func_attr({"tirx.noalias": True})
@@ -273,48 +293,48 @@ def make_fused_add_rmsnorm(
         )
         row = T.cuda.block_idx("x")
         tx = T.cuda.thread_idx("x")
-        iv = T.alloc_local((k * VEC,), dtype)
-        rv = T.alloc_local((k * VEC,), dtype)
-        wr = T.alloc_local((k * VEC,), dtype)
-        xf = T.alloc_local((k * VEC,), "float32")
-        ov = T.alloc_local((VEC,), dtype)
+        iv = T.alloc_local((k * V,), dtype)
+        rv = T.alloc_local((k * V,), dtype)
+        wr = T.alloc_local((k * V,), dtype)
+        xf = T.alloc_local((k * V,), "float32")
+        ov = T.alloc_local((V,), dtype)
         red = T.alloc_shared((32,), "float32")
         acc = T.alloc_local((1,), "float32")
         rs = T.alloc_local((1,), "float32")
         acc[0] = T.float32(0)
         for it in T.unroll(k):
-            c = (it * threads + tx) * VEC
+            c = (it * threads + tx) * V
             if exact or c < hidden:
-                iv[T.Ramp(it * VEC, 1, VEC)] = I[row, T.Ramp(c, 1, VEC)]
-                rv[T.Ramp(it * VEC, 1, VEC)] = R[row, T.Ramp(c, 1, VEC)]
+                iv[ramp(T, it * V, V)] = I[row, ramp(T, c, V)]
+                rv[ramp(T, it * V, V)] = R[row, ramp(T, c, V)]
                 if not late_weight:
-                    wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
+                    wr[ramp(T, it * V, V)] = W[ramp(T, c, V)]
             else:
-                for v in T.unroll(VEC):
-                    iv[it * VEC + v] = T.cast(T.float32(0), dtype)
-                    rv[it * VEC + v] = T.cast(T.float32(0), dtype)
+                for v in T.unroll(V):
+                    iv[it * V + v] = T.cast(T.float32(0), dtype)
+                    rv[it * V + v] = T.cast(T.float32(0), dtype)
         for it in T.unroll(k):
-            for v in T.unroll(VEC):
-                i = it * VEC + v
+            for v in T.unroll(V):
+                i = it * V + v
                 xf[i] = T.cast(iv[i], "float32") + T.cast(rv[i], "float32")
                 acc[0] = acc[0] + xf[i] * xf[i]
                 ov[v] = T.cast(xf[i], dtype)
-            c = (it * threads + tx) * VEC
+            c = (it * threads + tx) * V
             if exact or c < hidden:
-                R[row, T.Ramp(c, 1, VEC)] = ov[T.Ramp(0, 1, VEC)]
+                R[row, ramp(T, c, V)] = ov[ramp(T, 0, V)]
         block_sums(acc, red, tx, rs)
         rs[0] = T.rsqrt(rs[0] / T.float32(hidden) + eps)
         for it in T.unroll(k):
-            c = (it * threads + tx) * VEC
+            c = (it * threads + tx) * V
             if exact or c < hidden:
                 if late_weight:
-                    wr[T.Ramp(it * VEC, 1, VEC)] = W[T.Ramp(c, 1, VEC)]
-                for v in T.unroll(VEC):
-                    i = it * VEC + v
+                    wr[ramp(T, it * V, V)] = W[ramp(T, c, V)]
+                for v in T.unroll(V):
+                    i = it * V + v
                     ov[v] = T.cast(
                         xf[i] * rs[0] * (T.float32(weight_bias) + T.cast(wr[i], "float32")), dtype
                     )
-                I[row, T.Ramp(c, 1, VEC)] = ov[T.Ramp(0, 1, VEC)]
+                I[row, ramp(T, c, V)] = ov[ramp(T, 0, V)]
 
     return fused_add_rmsnorm
 
@@ -328,6 +348,7 @@ def make_layernorm(
     lean: bool = False,
     min_ctas_per_sm: int = 1,
     warp_rows: int = 0,
+    vec: int = VEC,
 ):
     """out[m] = bf16((x - mean) * rsqrt(var + eps) * gamma + beta); x bf16, gamma/beta fp32.
 
@@ -345,14 +366,19 @@ def make_layernorm(
 
     dtype = "bfloat16"
     check_domain(dtype, hidden, bf16_only=True)
-    k, threads = plan(hidden, None, "layernorm", vecs_per_thread)
+    V = check_vec(hidden, vec)
+    k, threads = plan(hidden, None, "layernorm", vecs_per_thread, vec)
     block = row_threads(hidden, k, threads, warp_rows)
     warps = threads // 32
-    exact = threads * k * VEC == hidden
+    exact = threads * k * V == hidden
     R = rows_per_cta
     one_row = R * max(1, warp_rows) == 1  # else rows past M are clamped on load, not stored
     # lean: a volatile (PTX) load, which nvcc cannot hoist above the barriers into registers
     gb_ptx = keep_gamma_beta or lean
+    if gb_ptx and V != VEC:
+        raise ValueError(f"keep_gamma_beta/lean need 8-element vectors, hidden={hidden}")
+    gb_lanes = min(4, V)
+    gb_loads = V // gb_lanes
     gb_load = LD_EVICT_LAST_F32X4 if keep_gamma_beta else LD_F32X4
     bounds = launch_bounds(T, min_ctas_per_sm)
     M = T.dynamic("M")
@@ -363,10 +389,10 @@ def make_layernorm(
 
     @T.function
     def layernorm(
-        X: T.Tensor((M, hidden), dtype, align=16),
-        G: T.Tensor((hidden,), "float32", align=16),
-        B: T.Tensor((hidden,), "float32", align=16),
-        Y: T.Tensor((M, hidden), dtype, align=16),
+        X: T.Tensor((M, hidden), dtype, align=2 * V),
+        G: T.Tensor((hidden,), "float32", align=4 * gb_lanes),
+        B: T.Tensor((hidden,), "float32", align=4 * gb_lanes),
+        Y: T.Tensor((M, hidden), dtype, align=2 * V),
         eps: T.float32,
     ):
         T.func_attr({"tirx.noalias": True})
@@ -375,39 +401,39 @@ def make_layernorm(
             kernel_attrs=bounds,
         )
         row0, tx = first_row_and_lane(T, R, warp_rows)
-        xr = T.alloc_local((R * k * VEC,), dtype)
+        xr = T.alloc_local((-(-R * k * V // 2) * 2,), dtype)  # even: viewed as words
         xw = xr.view("uint32")  # the row's bits, for lean_f32
-        gr = T.alloc_local((VEC,), "float32")
-        br = T.alloc_local((VEC,), "float32")
-        yr = T.alloc_local((VEC,), dtype)
+        gr = T.alloc_local((V,), "float32")
+        br = T.alloc_local((V,), "float32")
+        yr = T.alloc_local((V,), dtype)
         red = T.alloc_shared((R * 32,), "float32")
         red2 = T.alloc_shared((R * 32,), "float32")
         acc = T.alloc_local((R,), "float32")
         mean = T.alloc_local((R,), "float32")
         rstd = T.alloc_local((R,), "float32")
         for it in T.unroll(k):
-            c = (it * threads + tx) * VEC
+            c = (it * threads + tx) * V
             if exact or c < hidden:
                 for r in T.unroll(R):  # rows past M re-read row M - 1; never stored
                     src = row0 + r if one_row else T.min(row0 + r, M - 1)
-                    xr[T.Ramp((r * k + it) * VEC, 1, VEC)] = X[src, T.Ramp(c, 1, VEC)]
+                    xr[ramp(T, (r * k + it) * V, V)] = X[src, ramp(T, c, V)]
             else:
-                for i in T.unroll(R * VEC):
-                    xr[(i // VEC * k + it) * VEC + i % VEC] = T.cast(T.float32(0), dtype)
+                for i in T.unroll(R * V):
+                    xr[(i // V * k + it) * V + i % V] = T.cast(T.float32(0), dtype)
         for r in T.unroll(R):
             acc[r] = T.float32(0)
-            for i in T.unroll(k * VEC):
-                acc[r] = acc[r] + T.cast(xr[r * k * VEC + i], "float32")
+            for i in T.unroll(k * V):
+                acc[r] = acc[r] + T.cast(xr[r * k * V + i], "float32")
         block_sums(acc, red, tx, mean)
         for r in T.unroll(R):
             mean[r] = mean[r] / T.float32(hidden)
             acc[r] = T.float32(0)
         for it in T.unroll(k):
-            c = (it * threads + tx) * VEC
+            c = (it * threads + tx) * V
             if exact or c < hidden:  # padding lanes must not add mean^2
                 for r in T.unroll(R):
-                    for v in T.unroll(VEC):
-                        dv = row_f32(xr, xw, (r * k + it) * VEC + v, 1) - mean[r]
+                    for v in T.unroll(V):
+                        dv = row_f32(xr, xw, (r * k + it) * V + v, 1) - mean[r]
                         acc[r] = acc[r] + dv * dv
         block_sums(acc, red2, tx, rstd)
         for r in T.unroll(R):
@@ -417,22 +443,22 @@ def make_layernorm(
             for r in T.unroll(R):
                 mean[r] = mean[r] / T.float32(hidden)
         for it in T.unroll(k):
-            c = (it * threads + tx) * VEC
+            c = (it * threads + tx) * V
             if exact or c < hidden:
-                for h in T.unroll(2):  # 4 fp32 per 16-byte load
-                    o = 4 * h
+                for h in T.unroll(gb_loads):  # 4 fp32 per 16-byte load (narrow: V each)
+                    o = gb_lanes * h
                     if gb_ptx:
                         T.ptx[gb_load](gr[o], gr[o + 1], gr[o + 2], gr[o + 3], G.ptr_to([c + o]))
                         T.ptx[gb_load](br[o], br[o + 1], br[o + 2], br[o + 3], B.ptr_to([c + o]))
                     else:
-                        gr[T.Ramp(o, 1, 4)] = G[T.Ramp(c + o, 1, 4)]
-                        br[T.Ramp(o, 1, 4)] = B[T.Ramp(c + o, 1, 4)]
+                        gr[ramp(T, o, gb_lanes)] = G[ramp(T, c + o, gb_lanes)]
+                        br[ramp(T, o, gb_lanes)] = B[ramp(T, c + o, gb_lanes)]
                 for r in T.unroll(R):
                     if one_row or row0 + r < M:
-                        for v in T.unroll(VEC):
-                            xf = row_f32(xr, xw, (r * k + it) * VEC + v, 2)
+                        for v in T.unroll(V):
+                            xf = row_f32(xr, xw, (r * k + it) * V + v, 2)
                             yr[v] = T.cast((xf - mean[r]) * rstd[r] * gr[v] + br[v], dtype)
-                        Y[row0 + r, T.Ramp(c, 1, VEC)] = yr[T.Ramp(0, 1, VEC)]
+                        Y[row0 + r, ramp(T, c, V)] = yr[ramp(T, 0, V)]
 
     return layernorm
 

@@ -11,6 +11,7 @@ Ours: a thread owns :data:`PAIRS` rotation pairs of one token. Few tokens: the "
 ``gridDim.y`` = :func:`head_groups` groups of heads (upstream's head-parallel kernel). Many
 tokens (:func:`uses_walk`): the "walk" kernel, a CTA walking tokens ``b, b + ctas, ...`` with
 its threads on consecutive heads of one token (:func:`walk_shape`). See docs/rope.md.
+``head_dim`` below is the rotated width (``rotary_dim``; the whole head unless partial).
 """
 
 from __future__ import annotations
@@ -36,9 +37,12 @@ def walk_shape(head_dim, num_heads):
 
 
 def uses_walk(tokens, head_dim, num_heads):
-    """Whether the host launches the walk kernel for ``tokens`` (None: many) tokens."""
-    steps = -(-num_heads // (THREADS // (head_dim // (2 * PAIRS))))
-    return (tokens is None or tokens >= WALK_MIN_TOKENS) and steps <= WALK_MAX_HEAD_STEPS
+    """Whether the host launches the walk kernel for ``tokens`` (None: many) tokens (never
+    when its CTA cannot hold whole heads: a partial rotary_dim such as 96)."""
+    bdx = head_dim // (2 * PAIRS)
+    steps = -(-num_heads // (THREADS // bdx))
+    whole = walk_shape(head_dim, num_heads)[0] % bdx == 0
+    return (tokens is None or tokens >= WALK_MIN_TOKENS) and steps <= WALK_MAX_HEAD_STEPS and whole
 
 
 def head_groups(tokens, head_dim, num_heads, sm_count, min_ctas=MIN_CTAS_PER_SM):

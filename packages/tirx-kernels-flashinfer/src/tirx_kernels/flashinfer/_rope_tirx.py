@@ -11,6 +11,8 @@ Port of FlashInfer's ``BatchQKApplyRotaryPosIdsKernel`` and
 (``include/flashinfer/pos_enc.cuh`` @ fb28d724). Which one runs, and its grid, is
 :mod:`._rope_schedule`'s; the numerics are stated in :mod:`.rope`. A thread owns 8 rotation
 pairs of one token: two 16-byte vectors of a head (``a[off:off+16]``), rotated in fp32.
+With a partial ``rotary_dim`` (a multiple of 16 below ``head_dim``) the kernels rotate the
+leading ``rotary_dim`` columns as a head of that size and leave the rest, as upstream.
 """
 
 from __future__ import annotations
@@ -20,11 +22,16 @@ from tirx_kernels.core import toolchain
 from ._rope_schedule import MIN_CTAS_PER_SM, PAIRS, THREADS, walk_shape
 
 DTYPES = ("bfloat16", "float16")
-HEAD_DIMS = (64, 128, 256)
+HEAD_DIMS = (64, 128, 256, 512)  # upstream's DISPATCH_HEAD_DIM
 POS_DTYPES = ("int32", "int64")
 
 
-def _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype):
+def rotary_dims(head_dim):
+    """The ``rotary_dim`` values a head of ``head_dim`` takes: multiples of 16 up to it."""
+    return range(2 * PAIRS, head_dim + 1, 2 * PAIRS)
+
+
+def _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype, rotary_dim):
     if dtype not in DTYPES:
         raise ValueError(f"flashinfer_rope: dtype must be one of {DTYPES}, got {dtype!r}")
     if head_dim not in HEAD_DIMS:
@@ -34,14 +41,19 @@ def _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype):
     for name, h in (("num_q_heads", num_q_heads), ("num_kv_heads", num_kv_heads)):
         if not isinstance(h, int) or h <= 0:
             raise ValueError(f"flashinfer_rope: {name} must be a positive int, got {h!r}")
+    if rotary_dim not in rotary_dims(head_dim):
+        raise ValueError(
+            f"flashinfer_rope: rotary_dim must be a multiple of {2 * PAIRS} in "
+            f"[{2 * PAIRS}, head_dim={head_dim}], got {rotary_dim!r}"
+        )
 
 
 # The helpers below run at trace time on the (unrolled) loop variable j; `interleave` is a
 # Python bool, so only one formula reaches the IR, and unrolling folds it to constants.
-def _pair(tx, j, head_dim, interleave):
-    """Rotation-pair index of a thread's j-th pair (its chunks start at tx*8 and d/2 + tx*8)."""
+def _pair(tx, j, rotary_dim, interleave):
+    """Rotation-pair index of a thread's j-th pair (its chunks start at tx*8 and r/2 + tx*8)."""
     if interleave:  # each 8-element chunk holds 4 adjacent pairs
-        return tx * 4 + j % 4 + j // 4 * (head_dim // 4)
+        return tx * 4 + j % 4 + j // 4 * (rotary_dim // 4)
     return tx * 8 + j
 
 
@@ -53,15 +65,16 @@ def _slots(j, interleave):
     return j, PAIRS + j
 
 
-def _head_ops(T, dtype, head_dim, num_q_heads, interleave):
+def _head_ops(T, dtype, rotary_dim, num_q_heads, interleave):
     """T.inline helpers of both kernels: (load_head, store_head, rotate).
 
     A thread's 16 elements of head ``h`` (of the concatenated q heads, then k heads) are the
-    8 at column ``tx * 8`` and the 8 at ``head_dim / 2 + tx * 8``; they live at ``a[off:off+16]``.
+    8 at column ``tx * 8`` and the 8 at ``rotary_dim / 2 + tx * 8``; they live at
+    ``a[off:off+16]``. Columns from ``rotary_dim`` on are never touched.
     ``is_q``: whether ``h`` is a q head (an expression, or True/False when known statically).
     """
     f32 = "float32"
-    half = head_dim // 2
+    half = rotary_dim // 2
     hq = num_q_heads
 
     @T.inline
@@ -109,27 +122,31 @@ def get_grid_kernel(
     pos_dtype="int32",
     threads=THREADS,
     min_ctas=MIN_CTAS_PER_SM,
+    rotary_dim=None,
     **_,
 ):
     """The few-token kernel for one static shape family; the token count is dynamic.
 
     Runtime scalars: ``groups`` (gridDim.y, head groups), ``rcp_scale``, ``rcp_theta``.
+    ``rotary_dim`` (default ``head_dim``): the rotated leading columns of each head.
     """
-    _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype)
+    rotary_dim = rotary_dim or head_dim
+    _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype, rotary_dim)
     T = toolchain.T
     f32 = "float32"
-    bdx = head_dim // (2 * PAIRS)  # threads per (token, head)
+    bdx = rotary_dim // (2 * PAIRS)  # threads per (token, head)
     bdy = threads // bdx  # tokens per CTA
+    whole = bdx * bdy == threads  # else the last threads of a CTA idle
     hq, hk = num_q_heads, num_kv_heads
     n = T.dynamic("n")
 
-    load_head, store_head, rotate = _head_ops(T, dtype, head_dim, hq, interleave)
+    load_head, store_head, rotate = _head_ops(T, dtype, rotary_dim, hq, interleave)
 
     @T.inline
     def trig(p, tx, cs, sn, rcp_theta, rcp_scale):
         for j in T.unroll(PAIRS):
-            k = _pair(tx, j, head_dim, interleave)
-            expo = T.cast(2 * k, f32) / T.float32(head_dim)
+            k = _pair(tx, j, rotary_dim, interleave)
+            expo = T.cast(2 * k, f32) / T.float32(rotary_dim)
             freq = T.call_pure_extern("__powf", rcp_theta, expo, ty=f32) * rcp_scale
             cs[j] = T.call_pure_extern("__cosf", p * freq, ty=f32)
             sn[j] = T.call_pure_extern("__sinf", p * freq, ty=f32)
@@ -156,7 +173,7 @@ def get_grid_kernel(
         sn = T.alloc_local((PAIRS,), f32)
         a = T.alloc_local((2 * PAIRS,), dtype)
         o = T.alloc_local((2 * PAIRS,), dtype)
-        if tok < n:
+        if (whole or tid < bdx * bdy) and tok < n:
             p = T.cast(pos[tok], f32)
             # First head (gy < groups <= Hq + Hk) peeled: its loads are issued before the
             # trig, so their latency overlaps the position load (upstream loads a head only
@@ -183,6 +200,7 @@ def get_walk_kernel(
     pos_dtype="int32",
     min_ctas=None,
     threads=None,
+    rotary_dim=None,
     **_,
 ):
     """Many-token schedule: CTA ``b`` of ``ctas`` walks tokens ``b, b + ctas, ...``.
@@ -194,13 +212,14 @@ def get_walk_kernel(
     ``head_dim / 16`` threads of a head) and ``min_ctas`` (the launch bound) default to
     :func:`walk_shape`'s.
     """
-    _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype)
-    shape = walk_shape(head_dim, num_q_heads + num_kv_heads)
+    rotary_dim = rotary_dim or head_dim
+    _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype, rotary_dim)
+    shape = walk_shape(rotary_dim, num_q_heads + num_kv_heads)
     threads = threads or shape[0]
     min_ctas = min_ctas or shape[1]
     T = toolchain.T
     f32 = "float32"
-    bdx = head_dim // (2 * PAIRS)  # threads per head
+    bdx = rotary_dim // (2 * PAIRS)  # threads per head
     if threads % 32 or threads % bdx:
         raise ValueError(f"flashinfer_rope: {threads} threads: need a multiple of 32 and {bdx}")
     slots = threads // bdx  # heads a CTA covers at once
@@ -209,7 +228,7 @@ def get_walk_kernel(
     iters = -(-heads // slots)
     n = T.dynamic("n")
 
-    load_head, store_head, rotate = _head_ops(T, dtype, head_dim, hq, interleave)
+    load_head, store_head, rotate = _head_ops(T, dtype, rotary_dim, hq, interleave)
 
     @T.function
     def rope_walk(
@@ -235,8 +254,8 @@ def get_walk_kernel(
         a = T.alloc_local((iters * 2 * PAIRS,), dtype)
         o = T.alloc_local((2 * PAIRS,), dtype)
         for j in T.unroll(PAIRS):
-            k = _pair(tx, j, head_dim, interleave)
-            expo = T.cast(2 * k, f32) / T.float32(head_dim)
+            k = _pair(tx, j, rotary_dim, interleave)
+            expo = T.cast(2 * k, f32) / T.float32(rotary_dim)
             freq[j] = T.call_pure_extern("__powf", rcp_theta, expo, ty=f32) * rcp_scale
         for s in range(T.truncdiv(n - bid + ctas - 1, ctas)):  # the host passes ctas <= n
             tok = bid + s * ctas

@@ -9,7 +9,9 @@ Port of FlashInfer's ``flashinfer/activation.py`` (@ fb28d724): ``silu_and_mul``
 ``gelu_and_mul`` and ``gelu_tanh_and_mul`` keep upstream's signature
 ``(input, out=None, enable_pdl=None) -> out`` and its ops' ``(out, input, enable_pdl)``.
 ``enable_pdl`` is accepted and ignored: the TIRx kernels are launched without programmatic
-dependent launch. The kernels are :mod:`._activation_tirx`'s.
+dependent launch (upstream's ``enable_pdl=False``: the next kernel starts after ours ends).
+The host path is ``_host``'s: checks and kernel choice once per call signature, then a
+direct launch (see ``norm``). The kernels are :mod:`._activation_tirx`'s.
 
 Public ops (``torch.ops.tirx_kernels.*``, write ``out``, return None):
 ``flashinfer_silu_and_mul``, ``flashinfer_gelu_and_mul``, ``flashinfer_gelu_tanh_and_mul``.
@@ -23,9 +25,10 @@ out, fp32 math, output rounded to nearest. Identical in flashinfer-python 0.7.2.
   (PTX ``tanh.approx.f32``, max relative error 2^-11, like upstream ``math::tanh``)
 
 Dispatch domain (checked; anything else raises ValueError naming the argument): input
-``(..., 2 * d)`` contiguous, 16-byte aligned CUDA tensor, bfloat16 or float16; ``d % 4 == 0``
-(upstream requires rows of a multiple of 16 bytes); ``tokens * 2 * d < 2**31`` (int32
-indexing); ``out`` contiguous, aligned, ``(..., d)`` of input's dtype and device.
+``(..., 2 * d)`` CUDA tensor with a contiguous last dimension, bfloat16 or float16;
+``d % 4 == 0`` (upstream requires rows of a multiple of 16 bytes); ``tokens * 2 * d < 2**31``
+(int32 indexing); ``out`` ``(..., d)`` of input's dtype and device. Strided rows or
+unaligned views run on contiguous copies (the result copied into ``out``).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import torch
 from tirx_kernels.core import toolchain
 from tirx_kernels.core.ops import public_op
 
+from . import _host
 from ._activation_tirx import (
     SCHEDULE,
     SCHEDULES,
@@ -70,21 +74,22 @@ def launcher(act, dtype, d, schedule, tokens, device_index=0):
     return lambda x2, o2: ex(x2, o2, ctas)
 
 
-def _check(where, input, out):
-    """(dtype, d, tokens) of a valid call, else ValueError naming the argument.
+def _resolve(act, out, input, schedule=None):
+    """Check a call; its plan ``f(out, input)``, else ValueError naming the argument.
 
     The device is checked last, so that CPU tensors reach every other check.
     """
+    where = f"{act}_and_mul"
+    if schedule is not None and schedule not in SCHEDULES:
+        raise ValueError(f"{where}: schedule must be one of {SCHEDULES}, got {schedule!r}")
     if input.dim() < 1 or input.shape[-1] % 8 != 0 or input.shape[-1] == 0:
         raise ValueError(
             f"{where}: input must be (..., 2 * d) with d a positive multiple of 4 (rows of a "
-            f"multiple of 16 bytes), got {tuple(input.shape)}"
+            f"multiple of 16 bytes, as upstream), got {tuple(input.shape)}"
         )
     dtype = _DTYPES.get(input.dtype)
     if dtype is None:
         raise ValueError(f"{where}: input must be bfloat16 or float16, got {input.dtype}")
-    if not input.is_contiguous() or input.data_ptr() % 16 != 0:
-        raise ValueError(f"{where}: input must be contiguous and 16-byte aligned")
     d = input.shape[-1] // 2
     tokens = input.numel() // (2 * d)
     if tokens * 2 * d >= 2**31:
@@ -94,13 +99,39 @@ def _check(where, input, out):
             f"{where}: out must be {(*input.shape[:-1], d)} of {input.dtype}, "
             f"got {tuple(out.shape)} of {out.dtype}"
         )
-    if not out.is_contiguous() or out.data_ptr() % 16 != 0:
-        raise ValueError(f"{where}: out must be contiguous and 16-byte aligned")
-    if not input.is_cuda:
-        raise ValueError(f"{where}: input must be a CUDA tensor, got device {input.device}")
-    if out.device != input.device:
-        raise ValueError(f"{where}: out must be on input's device {input.device}, got {out.device}")
-    return dtype, d, tokens
+    named = {"input": input, "out": out}
+    _host.check_last_dim(where, named)
+    device = _host.cuda_index(where, named)
+    if not tokens:
+        return _host.nothing
+    schedule = schedule or SCHEDULE[act]
+    fn = _host.main_of(_compiled(act, dtype, d, schedule))
+    extra = () if schedule == "flat" else (_stream_ctas(d, tokens, device),)
+    in_ok, out_ok = _host.aligned(input, 16), _host.aligned(out, 16)
+    if in_ok and out_ok and input.dim() == 2:
+        return lambda out, input: fn(input, out, *extra)
+
+    def rows(out, input):  # other ranks as rows; strided or unaligned through copies
+        x = input.view(tokens, 2 * d) if in_ok else input.reshape(tokens, 2 * d).clone()
+        y = (
+            out.view(tokens, d)
+            if out_ok
+            else torch.empty((tokens, d), dtype=out.dtype, device=out.device)
+        )
+        fn(x, y, *extra)
+        if not out_ok:
+            out.copy_(y.view(out.shape))
+
+    return rows
+
+
+_PLANS: dict = {}
+_sig = _host.signature
+_direct = _host.direct
+
+
+def _plan(act, out, input):
+    return _host.lookup(_PLANS, (act, _sig(out), _sig(input)), _resolve, act, out, input)
 
 
 def act_and_mul_into(act, out, input, schedule=None):
@@ -108,37 +139,45 @@ def act_and_mul_into(act, out, input, schedule=None):
 
     ``schedule`` forces one of ``SCHEDULES`` (tests); None is the host's ``SCHEDULE[act]``.
     """
-    where = f"{act}_and_mul"
-    if schedule is not None and schedule not in SCHEDULES:
-        raise ValueError(f"{where}: schedule must be one of {SCHEDULES}, got {schedule!r}")
-    dtype, d, tokens = _check(where, input, out)
-    if not tokens:
-        return
-    schedule = schedule or SCHEDULE[act]
-    ex = _compiled(act, dtype, d, schedule)
-    x2 = input if input.dim() == 2 else input.view(tokens, 2 * d)
-    o2 = out if out.dim() == 2 else out.view(tokens, d)
-    if schedule == "flat":
-        ex(x2, o2)
+    if schedule is None:
+        _plan(act, out, input)(out, input)
     else:
-        ex(x2, o2, _stream_ctas(d, tokens, input.device.index or 0))
+        _resolve(act, out, input, schedule)(out, input)
 
 
 @public_op("flashinfer_silu_and_mul", mutates_args=("out",))
 def _silu_and_mul(out: torch.Tensor, input: torch.Tensor, enable_pdl: bool | None = None) -> None:
-    act_and_mul_into("silu", out, input)
+    _plan("silu", out, input)(out, input)
 
 
 @public_op("flashinfer_gelu_and_mul", mutates_args=("out",))
 def _gelu_and_mul(out: torch.Tensor, input: torch.Tensor, enable_pdl: bool | None = None) -> None:
-    act_and_mul_into("gelu", out, input)
+    _plan("gelu", out, input)(out, input)
 
 
 @public_op("flashinfer_gelu_tanh_and_mul", mutates_args=("out",))
 def _gelu_tanh_and_mul(
     out: torch.Tensor, input: torch.Tensor, enable_pdl: bool | None = None
 ) -> None:
-    act_and_mul_into("gelu_tanh", out, input)
+    _plan("gelu_tanh", out, input)(out, input)
+
+
+_OPS = {
+    "silu": torch.ops.tirx_kernels.flashinfer_silu_and_mul.default,
+    "gelu": torch.ops.tirx_kernels.flashinfer_gelu_and_mul.default,
+    "gelu_tanh": torch.ops.tirx_kernels.flashinfer_gelu_tanh_and_mul.default,
+}
+
+
+def _act_and_mul(act, input, out, enable_pdl):
+    """The wrappers' body: allocate ``out`` when None, run, return ``out``."""
+    if out is None:
+        out = _out_like(input)
+    if _direct(input):
+        _plan(act, out, input)(out, input)
+    else:
+        _OPS[act](out, input, enable_pdl)
+    return out
 
 
 def _out_like(input):
@@ -153,10 +192,7 @@ def silu_and_mul(
 ) -> torch.Tensor:
     """``silu(input[..., :d]) * input[..., d:]`` into ``out`` (allocated when None); returns
     ``out``. ``enable_pdl`` is ignored (see the module docstring)."""
-    if out is None:
-        out = _out_like(input)
-    torch.ops.tirx_kernels.flashinfer_silu_and_mul(out, input, enable_pdl)
-    return out
+    return _act_and_mul("silu", input, out, enable_pdl)
 
 
 def gelu_and_mul(
@@ -164,10 +200,7 @@ def gelu_and_mul(
 ) -> torch.Tensor:
     """``gelu(input[..., :d]) * input[..., d:]`` (exact erf GELU) into ``out`` (allocated when
     None); returns ``out``. ``enable_pdl`` is ignored."""
-    if out is None:
-        out = _out_like(input)
-    torch.ops.tirx_kernels.flashinfer_gelu_and_mul(out, input, enable_pdl)
-    return out
+    return _act_and_mul("gelu", input, out, enable_pdl)
 
 
 def gelu_tanh_and_mul(
@@ -175,7 +208,4 @@ def gelu_tanh_and_mul(
 ) -> torch.Tensor:
     """``gelu_tanh(input[..., :d]) * input[..., d:]`` (tanh-approximated GELU) into ``out``
     (allocated when None); returns ``out``. ``enable_pdl`` is ignored."""
-    if out is None:
-        out = _out_like(input)
-    torch.ops.tirx_kernels.flashinfer_gelu_tanh_and_mul(out, input, enable_pdl)
-    return out
+    return _act_and_mul("gelu_tanh", input, out, enable_pdl)

@@ -25,27 +25,38 @@ wrapper                        op (``torch.ops.tirx_kernels.<name>``), what it w
 =============================  ==============================================================
 
 ``enable_pdl`` is accepted, as upstream takes it, and ignored: these kernels have no
-programmatic dependent launch (no ``griddepcontrol``), so every launch is an ordinary one.
+programmatic dependent launch (no ``griddepcontrol``), so every launch is an ordinary one
+(upstream's ``enable_pdl=False``): the next kernel on the stream starts after ours ends.
 
-Domain (else ValueError naming the argument and the fix): ``input`` 2D ``(tokens, hidden)``,
-bfloat16 or float16 (LayerNorm: bfloat16, with float32 ``gemma``/``beta``, as upstream);
-weights 1D ``(hidden,)``; every tensor contiguous, 16-byte aligned and on ``input``'s CUDA
-device; ``hidden`` in ``_norm_schedule``'s dispatch domain. Zero tokens launch nothing.
+Domain (else ValueError naming the argument): ``input`` 2D ``(tokens, hidden)`` or, for
+``rmsnorm``/``gemma_rmsnorm`` as upstream, 3D ``(batch, heads, head_dim)`` (QK-norm: every
+head a row), bfloat16 or float16 (LayerNorm: bfloat16, with float32 ``gemma``/``beta``, as
+upstream); weights 1D ``(hidden,)``, contiguous; every tensor on ``input``'s CUDA device with
+a contiguous last dimension (upstream's CHECK_LAST_DIM_CONTIGUOUS); ``hidden`` any size in
+``_norm_schedule``'s domain (vectors of ``gcd(8, hidden)`` elements, as upstream). Rows with
+a stride (a slice of a wider tensor, a head slice of qkv) or a view not aligned to the
+vector width run on contiguous copies (copied back into ``out``, or into ``input`` and
+``residual`` for the in-place ops): correct, at the cost of the copies. Zero rows launch
+nothing.
 
-The host path: the op checks its arguments, then launches the executable cached per
-(kernel, dtype, hidden, ``_norm_schedule.batch_class(tokens)``, weight bias); it compiles
-once per key (``functools.cache``), never per call.
+The host path (``_host``): a call is checked and its kernel chosen once per signature
+(shapes, strides, dtypes, devices, 16-byte phases), and the plan cached; eager calls of the
+wrappers then run the plan directly, skipping the torch dispatcher (``torch.compile`` and
+non-plain tensors go through the op, whose body runs the same plan). Kernels compile once
+per (kind, dtype, hidden, ``_norm_schedule.batch_class(tokens)``, weight bias).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import torch
 
 from tirx_kernels.core.ops import public_op
 
-from ._norm_schedule import DTYPE_NAMES, batch_class, check_domain, schedule
+from . import _host
+from ._norm_schedule import DTYPE_NAMES, VEC, batch_class, check_domain, schedule, vec_width
 from ._norm_tirx import make
 
 EPS = 1e-6  # FlashInfer's default
@@ -87,121 +98,217 @@ def _host_kernel(kind: str, dtype: str, hidden: int, batch: int, weight_bias: fl
     return launcher(kind, dtype, hidden, batch, weight_bias)
 
 
-def _rows(name: str, t: torch.Tensor) -> tuple[int, int]:
-    if t.dim() != 2:
-        raise ValueError(
-            f"{name} must be 2D (tokens, hidden), got shape {tuple(t.shape)}; "
-            f"reshape it to (-1, {name}.shape[-1])"
-        )
-    return t.shape[0], t.shape[1]
-
-
-def _dtype_name(name: str, t: torch.Tensor, allowed=DTYPE_NAMES) -> str:
+def _dtype_name(where: str, t: torch.Tensor, allowed=DTYPE_NAMES) -> str:
     dtype = _DTYPE_NAME.get(t.dtype)
     if dtype not in allowed:
         want = " or ".join(f"torch.{a}" for a in allowed)
-        raise ValueError(f"{name} has dtype {t.dtype}; expected {want} (cast it with .to())")
+        raise ValueError(f"{where}: input has dtype {t.dtype}; expected {want} (cast with .to())")
     return dtype
 
 
-def _check_like(name: str, t: torch.Tensor, input: torch.Tensor) -> None:
+def _check_rows(where: str, input: torch.Tensor, dims: tuple[int, ...]) -> tuple[int, int]:
+    """(rows, hidden) of ``input`` when its rank is one of ``dims``."""
+    if input.dim() not in dims:
+        shapes = " or ".join(
+            {2: "2D (tokens, hidden)", 3: "3D (batch, heads, head_dim)"}[d] for d in dims
+        )
+        raise ValueError(f"{where}: input must be {shapes}, got shape {tuple(input.shape)}")
+    hidden = input.shape[-1]
+    return (input.numel() // hidden if hidden else 0), hidden
+
+
+def _check_like(where: str, name: str, t: torch.Tensor, input: torch.Tensor) -> None:
     if t.shape != input.shape or t.dtype != input.dtype:
         raise ValueError(
-            f"{name} must have input's shape {tuple(input.shape)} and dtype {input.dtype}, "
-            f"got {tuple(t.shape)} {t.dtype}"
+            f"{where}: {name} must have input's shape {tuple(input.shape)} and dtype "
+            f"{input.dtype}, got {tuple(t.shape)} {t.dtype}"
         )
 
 
-def _check_vector(name: str, t: torch.Tensor, hidden: int, dtype: torch.dtype) -> None:
+def _check_vector(where: str, name: str, t: torch.Tensor, hidden: int, dtype, align: int):
     if t.dim() != 1 or t.shape[0] != hidden or t.dtype != dtype:
         raise ValueError(
-            f"{name} must be 1D of shape ({hidden},) (input's hidden size) and dtype {dtype}, "
-            f"got {tuple(t.shape)} {t.dtype}"
+            f"{where}: {name} must be 1D of shape ({hidden},) (input's hidden size) and dtype "
+            f"{dtype}, got {tuple(t.shape)} {t.dtype}"
+        )
+    if not _host.aligned(t, align):
+        raise ValueError(
+            f"{where}: {name} must be contiguous and {align}-byte aligned; pass {name}.clone()"
         )
 
 
-def _check_memory(input: torch.Tensor, *named: tuple[str, torch.Tensor]) -> None:
-    """Device, layout and alignment, after shapes and dtypes (so those checks run on CPU)."""
-    if not input.is_cuda:
-        raise ValueError(f"input is on {input.device}; move it to a CUDA device (.cuda())")
-    for name, t in named:
-        if t.device != input.device:
-            raise ValueError(f"{name} is on {t.device}, input on {input.device}; use one device")
-        if not t.is_contiguous():
-            raise ValueError(
-                f"{name} must be contiguous, got strides {t.stride()}; pass {name}.contiguous()"
-            )
-        if t.data_ptr() % 16:
-            raise ValueError(f"{name} must be 16-byte aligned; pass a fresh {name}.clone()")
+def _rows_view(t: torch.Tensor, rows: int, hidden: int, ok: bool) -> torch.Tensor:
+    """``t`` as contiguous aligned ``(rows, hidden)``: a view when ``ok``, else a fresh copy."""
+    return t.view(rows, hidden) if ok else t.reshape(rows, hidden).clone()
 
 
-def _run_rmsnorm(out, input, weight, eps: float, weight_bias: float) -> None:
-    dtype = _dtype_name("input", input)
-    tokens, hidden = _rows("input", input)
-    _check_vector("weight", weight, hidden, input.dtype)
-    _check_like("out", out, input)
-    check_domain(dtype, hidden, tokens)
-    _check_memory(input, ("input", input), ("weight", weight), ("out", out))
-    if tokens:
-        _host_kernel("rmsnorm", dtype, hidden, batch_class(tokens), weight_bias)(
-            input, weight, out, eps
+INDEX_LIMIT = 2**31  # the kernels index in int32: larger inputs run in chunks of rows
+
+
+def _chunked(where: str, hidden: int, plan_of: Callable, a, b) -> Callable:
+    """The plan of a call whose two row tensors ``a``, ``b`` (the plans' first two
+    arguments) hold ``INDEX_LIMIT`` elements or more: the plans of row chunks below it."""
+    if not all(t.dim() == 2 or t.is_contiguous() for t in (a, b)):
+        raise ValueError(f"{where}: a 3D input of 2**31 elements or more must be contiguous")
+    step = (INDEX_LIMIT - 1) // hidden
+
+    def run(a, b, *rest):
+        a2, b2 = a.view(-1, hidden), b.view(-1, hidden)
+        for r0 in range(0, a2.shape[0], step):
+            ca, cb = a2[r0 : r0 + step], b2[r0 : r0 + step]
+            plan_of(ca, cb, *rest[:-1])(ca, cb, *rest)
+
+    return run
+
+
+def _resolve_rmsnorm(weight_bias: float, out, input, weight) -> Callable:
+    """Check an rmsnorm/gemma_rmsnorm call; its plan ``f(out, input, weight, eps)``."""
+    where = "gemma_rmsnorm" if weight_bias else "rmsnorm"
+    dtype = _dtype_name(where, input)
+    rows, hidden = _check_rows(where, input, (2, 3))
+    align = 2 * vec_width(hidden) if hidden else 16
+    _check_like(where, "out", out, input)
+    check_domain(dtype, hidden)
+    named = {"input": input, "weight": weight, "out": out}
+    _host.check_last_dim(where, named)
+    _check_vector(where, "weight", weight, hidden, input.dtype, align)
+    _host.cuda_index(where, named)
+    if not rows:
+        return _host.nothing
+    if rows * hidden >= INDEX_LIMIT:
+        return _chunked(where, hidden, lambda *t: _rmsnorm_plan(weight_bias, *t), out, input)
+    fn = _host.main_of(_host_kernel("rmsnorm", dtype, hidden, batch_class(rows), weight_bias))
+    in_ok, out_ok = _host.aligned(input, align), _host.aligned(out, align)
+    if in_ok and out_ok and input.dim() == 2:
+        return lambda out, input, weight, eps: fn(input, weight, out, eps)
+    if in_ok and out_ok:  # 3D (QK-norm): heads are rows
+        return lambda out, input, weight, eps: fn(
+            input.view(rows, hidden), weight, out.view(rows, hidden), eps
         )
 
+    def strided(out, input, weight, eps):  # rows with a stride: through contiguous copies
+        x = _rows_view(input, rows, hidden, in_ok)
+        y = out.view(rows, hidden) if out_ok else torch.empty_like(x)
+        fn(x, weight, y, eps)
+        if not out_ok:
+            out.copy_(y.view(out.shape))
 
-def _run_fused_add_rmsnorm(input, residual, weight, eps: float, weight_bias: float) -> None:
-    dtype = _dtype_name("input", input)
-    tokens, hidden = _rows("input", input)
-    _check_like("residual", residual, input)
-    _check_vector("weight", weight, hidden, input.dtype)
-    check_domain(dtype, hidden, tokens)
-    _check_memory(input, ("input", input), ("residual", residual), ("weight", weight))
-    if tokens:
-        _host_kernel("fused_add_rmsnorm", dtype, hidden, batch_class(tokens), weight_bias)(
-            input, residual, weight, eps
-        )
+    return strided
+
+
+def _resolve_fused_add(weight_bias: float, input, residual, weight) -> Callable:
+    """Check a (gemma_)fused_add_rmsnorm call; its plan ``f(input, residual, weight, eps)``."""
+    where = "gemma_fused_add_rmsnorm" if weight_bias else "fused_add_rmsnorm"
+    dtype = _dtype_name(where, input)
+    rows, hidden = _check_rows(where, input, (2,))
+    align = 2 * vec_width(hidden) if hidden else 16
+    _check_like(where, "residual", residual, input)
+    check_domain(dtype, hidden)
+    named = {"input": input, "residual": residual, "weight": weight}
+    _host.check_last_dim(where, named)
+    _check_vector(where, "weight", weight, hidden, input.dtype, align)
+    _host.cuda_index(where, named)
+    if not rows:
+        return _host.nothing
+    if rows * hidden >= INDEX_LIMIT:
+        plan_of = lambda *t: _fused_add_plan(weight_bias, *t)  # noqa: E731
+        return _chunked(where, hidden, plan_of, input, residual)
+    kernel = _host_kernel("fused_add_rmsnorm", dtype, hidden, batch_class(rows), weight_bias)
+    fn = _host.main_of(kernel)
+    if _host.aligned(input, align) and _host.aligned(residual, align):
+        return lambda input, residual, weight, eps: fn(input, residual, weight, eps)
+
+    def strided(input, residual, weight, eps):  # in place through contiguous copies
+        x, r = input.clone(), residual.clone()
+        fn(x, r, weight, eps)
+        input.copy_(x)
+        residual.copy_(r)
+
+    return strided
+
+
+def _resolve_layernorm(out, input, gemma, beta) -> Callable:
+    """Check a layernorm call; its plan ``f(out, input, gemma, beta, eps)``."""
+    where = "layernorm"
+    _dtype_name(where, input, ("bfloat16",))
+    rows, hidden = _check_rows(where, input, (2,))
+    vec = vec_width(hidden) if hidden else VEC
+    _check_like(where, "out", out, input)
+    check_domain("bfloat16", hidden, bf16_only=True)
+    named = {"input": input, "gemma": gemma, "beta": beta, "out": out}
+    _host.check_last_dim(where, named)
+    for name, t in (("gemma", gemma), ("beta", beta)):
+        _check_vector(where, name, t, hidden, torch.float32, 4 * min(4, vec))
+    _host.cuda_index(where, named)
+    if not rows:
+        return _host.nothing
+    if rows * hidden >= INDEX_LIMIT:
+        return _chunked(where, hidden, _layernorm_plan, out, input)
+    fn = _host.main_of(_host_kernel("layernorm", "bfloat16", hidden, batch_class(rows), 0.0))
+    in_ok, out_ok = _host.aligned(input, 2 * vec), _host.aligned(out, 2 * vec)
+    if in_ok and out_ok:
+        return lambda out, input, gemma, beta, eps: fn(input, gemma, beta, out, eps)
+
+    def strided(out, input, gemma, beta, eps):
+        x = _rows_view(input, rows, hidden, in_ok)
+        y = out if out_ok else torch.empty_like(x)
+        fn(x, gemma, beta, y, eps)
+        if not out_ok:
+            out.copy_(y)
+
+    return strided
+
+
+_PLANS: dict = {}
+_sig = _host.signature
+
+
+def _rmsnorm_plan(weight_bias: float, out, input, weight) -> Callable:
+    key = (weight_bias, _sig(out), _sig(input), _sig(weight))
+    return _host.lookup(_PLANS, key, _resolve_rmsnorm, weight_bias, out, input, weight)
+
+
+def _fused_add_plan(weight_bias: float, input, residual, weight) -> Callable:
+    key = (weight_bias + 2, _sig(input), _sig(residual), _sig(weight))
+    return _host.lookup(_PLANS, key, _resolve_fused_add, weight_bias, input, residual, weight)
+
+
+def _layernorm_plan(out, input, gemma, beta) -> Callable:
+    key = (None, _sig(out), _sig(input), _sig(gemma), _sig(beta))
+    return _host.lookup(_PLANS, key, _resolve_layernorm, out, input, gemma, beta)
 
 
 @public_op("flashinfer_rmsnorm", mutates_args=("out",))
 def _rmsnorm(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, eps: float) -> None:
-    _run_rmsnorm(out, input, weight, eps, 0.0)
+    _rmsnorm_plan(0.0, out, input, weight)(out, input, weight, eps)
 
 
 @public_op("flashinfer_gemma_rmsnorm", mutates_args=("out",))
 def _gemma_rmsnorm(
     out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> None:
-    _run_rmsnorm(out, input, weight, eps, 1.0)
+    _rmsnorm_plan(1.0, out, input, weight)(out, input, weight, eps)
 
 
 @public_op("flashinfer_fused_add_rmsnorm", mutates_args=("input", "residual"))
 def _fused_add_rmsnorm(
     input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> None:
-    _run_fused_add_rmsnorm(input, residual, weight, eps, 0.0)
+    _fused_add_plan(0.0, input, residual, weight)(input, residual, weight, eps)
 
 
 @public_op("flashinfer_gemma_fused_add_rmsnorm", mutates_args=("input", "residual"))
 def _gemma_fused_add_rmsnorm(
     input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> None:
-    _run_fused_add_rmsnorm(input, residual, weight, eps, 1.0)
+    _fused_add_plan(1.0, input, residual, weight)(input, residual, weight, eps)
 
 
 @public_op("flashinfer_layernorm", mutates_args=("out",))
 def _layernorm(
     out: torch.Tensor, input: torch.Tensor, gemma: torch.Tensor, beta: torch.Tensor, eps: float
 ) -> None:
-    _dtype_name("input", input, ("bfloat16",))
-    tokens, hidden = _rows("input", input)
-    _check_vector("gemma", gemma, hidden, torch.float32)
-    _check_vector("beta", beta, hidden, torch.float32)
-    _check_like("out", out, input)
-    check_domain("bfloat16", hidden, tokens, bf16_only=True)
-    _check_memory(input, ("input", input), ("gemma", gemma), ("beta", beta), ("out", out))
-    if tokens:
-        _host_kernel("layernorm", "bfloat16", hidden, batch_class(tokens), 0.0)(
-            input, gemma, beta, out, eps
-        )
+    _layernorm_plan(out, input, gemma, beta)(out, input, gemma, beta, eps)
 
 
 # The ops' overloads, looked up once (the wrappers run on every call).
@@ -211,6 +318,7 @@ _GEMMA_RMSNORM = _OPS.flashinfer_gemma_rmsnorm.default
 _FUSED_ADD_RMSNORM = _OPS.flashinfer_fused_add_rmsnorm.default
 _GEMMA_FUSED_ADD_RMSNORM = _OPS.flashinfer_gemma_fused_add_rmsnorm.default
 _LAYERNORM = _OPS.flashinfer_layernorm.default
+_direct = _host.direct
 
 
 def rmsnorm(
@@ -224,7 +332,10 @@ def rmsnorm(
     given, else a new tensor; returns it. ``enable_pdl`` is ignored (no PDL here)."""
     if out is None:
         out = torch.empty_like(input)
-    _RMSNORM(out, input, weight, eps)
+    if _direct(input):
+        _rmsnorm_plan(0.0, out, input, weight)(out, input, weight, eps)
+    else:
+        _RMSNORM(out, input, weight, eps)
     return out
 
 
@@ -239,7 +350,10 @@ def gemma_rmsnorm(
     :func:`rmsnorm` otherwise."""
     if out is None:
         out = torch.empty_like(input)
-    _GEMMA_RMSNORM(out, input, weight, eps)
+    if _direct(input):
+        _rmsnorm_plan(1.0, out, input, weight)(out, input, weight, eps)
+    else:
+        _GEMMA_RMSNORM(out, input, weight, eps)
     return out
 
 
@@ -253,7 +367,10 @@ def fused_add_rmsnorm(
     """In place (``flashinfer.norm.fused_add_rmsnorm``): ``residual += input``, then
     ``input = residual / RMS(residual) * weight`` (from the unrounded fp32 sum). Returns None;
     ``enable_pdl`` is ignored."""
-    _FUSED_ADD_RMSNORM(input, residual, weight, eps)
+    if _direct(input):
+        _fused_add_plan(0.0, input, residual, weight)(input, residual, weight, eps)
+    else:
+        _FUSED_ADD_RMSNORM(input, residual, weight, eps)
 
 
 def gemma_fused_add_rmsnorm(
@@ -265,7 +382,10 @@ def gemma_fused_add_rmsnorm(
 ) -> None:
     """:func:`fused_add_rmsnorm` with the weight applied as ``(1 + weight)``
     (``flashinfer.norm.gemma_fused_add_rmsnorm``)."""
-    _GEMMA_FUSED_ADD_RMSNORM(input, residual, weight, eps)
+    if _direct(input):
+        _fused_add_plan(1.0, input, residual, weight)(input, residual, weight, eps)
+    else:
+        _GEMMA_FUSED_ADD_RMSNORM(input, residual, weight, eps)
 
 
 def layernorm(
@@ -275,5 +395,8 @@ def layernorm(
     ``gemma`` is upstream's name for gamma): bfloat16 input, float32 gemma and beta; returns a
     new bfloat16 tensor."""
     out = torch.empty_like(input)
-    _LAYERNORM(out, input, gemma, beta, eps)
+    if _direct(input):
+        _layernorm_plan(out, input, gemma, beta)(out, input, gemma, beta, eps)
+    else:
+        _LAYERNORM(out, input, gemma, beta, eps)
     return out

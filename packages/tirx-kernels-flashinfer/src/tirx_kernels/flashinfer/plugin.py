@@ -5,6 +5,10 @@
 from __future__ import annotations
 
 from tirx_kernels.core import Family, Upstream, hookimpl
+from tirx_kernels.core.family import PORT_NATIVE_FILES
+
+# The upstream commit every port of this family was written from.
+UPSTREAM_COMMIT = "fb28d7242b3506a2348265962041acc1fb56cca4"
 
 
 @hookimpl
@@ -18,6 +22,7 @@ def tirx_kernels_family():
             url="https://github.com/flashinfer-ai/flashinfer",
             spdx="Apache-2.0",
             copyright="Copyright (c) 2023 by FlashInfer team.",
-            commit="fb28d7242b3506a2348265962041acc1fb56cca4",
+            commit=UPSTREAM_COMMIT,
         ),
+        native_files=(*PORT_NATIVE_FILES, "_host.py"),
     )

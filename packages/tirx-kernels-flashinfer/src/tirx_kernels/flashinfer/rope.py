@@ -29,10 +29,16 @@ dominated by ``__powf``'s ~4e-7 relative error times ``p`` (about 1e-2 absolute 
 randn data). The numerics are identical in flashinfer-python 0.7.2.post1 (git beabf500).
 
 Dispatch domain (checked; anything else raises ValueError naming the argument): q
-``(nnz, Hq, D)`` and k ``(nnz, Hk, D)`` contiguous CUDA tensors, same dtype bfloat16 or
-float16, ``D`` in {64, 128, 256} and ``rotary_dim == D`` (upstream also takes 512 and a
-partial rotary_dim); ``pos_ids`` int32 or int64 of shape ``(nnz,)``;
-``nnz * max(Hq, Hk) * D < 2**31``.
+``(nnz, Hq, D)`` and k ``(nnz, Hk, D)`` CUDA tensors with a contiguous last dimension, same
+dtype bfloat16 or float16, ``D`` in {64, 128, 256, 512} (upstream's DISPATCH_HEAD_DIM);
+``rotary_dim`` (default ``D``) a multiple of 16 up to ``D``: the leading ``rotary_dim``
+columns of each head rotate (frequencies over ``rotary_dim``), the rest pass through;
+``pos_ids`` int32 or int64 of shape ``(nnz,)``; ``nnz * max(Hq, Hk) * D < 2**31``. Strided
+q/k (head slices of a fused qkv) or unaligned views run on contiguous copies, copied back.
+Upstream's functions take neither ``out=`` nor ``enable_pdl``, so neither do these.
+
+Host path: ``_host``'s (checks and kernel choice once per call signature, then a direct
+launch of the compiled ``main``; ``torch.compile`` goes through the ops).
 """
 
 from __future__ import annotations
@@ -45,8 +51,9 @@ import torch
 from tirx_kernels.core import toolchain
 from tirx_kernels.core.ops import public_op
 
+from . import _host
 from ._rope_schedule import plan
-from ._rope_tirx import HEAD_DIMS, get_grid_kernel, get_walk_kernel
+from ._rope_tirx import HEAD_DIMS, get_grid_kernel, get_walk_kernel, rotary_dims
 
 _DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
 _POS_DTYPES = {torch.int32: "int32", torch.int64: "int64"}
@@ -64,27 +71,27 @@ def rcp_f32(x):
 
 
 @functools.cache
-def _compiled(dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, walk):
+def _compiled(dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, walk, rotary_dim):
     args = (dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype)
-    if walk:
-        return toolchain.compile(get_walk_kernel(*args))
-    return toolchain.compile(get_grid_kernel(*args))
+    make = get_walk_kernel if walk else get_grid_kernel
+    return toolchain.compile(make(*args, rotary_dim=rotary_dim))
 
 
-def launcher(dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, tokens, sms):
+def launcher(
+    dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, tokens, sms, rotary_dim=None
+):
     """``f(q, k, pos, rcp_scale, rcp_theta)`` running the host's kernel for ``tokens >= 1``
     in place, unchecked (benchmarks and sweeps). ``sms``: the device's SM count."""
-    walk, grid = plan(tokens, head_dim, num_q_heads + num_kv_heads, sms)
-    ex = _compiled(dtype, head_dim, num_q_heads, num_kv_heads, bool(interleave), pos_dtype, walk)
+    rotary_dim = rotary_dim or head_dim
+    walk, grid = plan(tokens, rotary_dim, num_q_heads + num_kv_heads, sms)
+    ex = _compiled(
+        dtype, head_dim, num_q_heads, num_kv_heads, bool(interleave), pos_dtype, walk, rotary_dim
+    )
     return lambda q, k, pos, rcp_scale, rcp_theta: ex(q, k, pos, grid, rcp_scale, rcp_theta)
 
 
 def _check(where, q, k, pos_ids, rotary_dim, rope_scale, rope_theta):
-    """(dtype, pos_dtype) names of a valid call, else ValueError naming the argument.
-
-    The device is checked apart (:func:`_check_device`, last), so that CPU tensors reach
-    every other check.
-    """
+    """(dtype, pos_dtype) names of a valid call, else ValueError naming the argument."""
     if q.dim() != 3:
         raise ValueError(f"{where}: q must be (nnz, num_q_heads, head_dim), got {tuple(q.shape)}")
     nnz, hq, d = q.shape
@@ -110,37 +117,81 @@ def _check(where, q, k, pos_ids, rotary_dim, rope_scale, rope_theta):
         raise ValueError(f"{where}: pos_ids must be int32 or int64, got {pos_ids.dtype}")
     if d not in HEAD_DIMS:
         raise ValueError(f"{where}: head_dim (q.shape[-1]) must be one of {HEAD_DIMS}, got {d}")
-    if rotary_dim != d:
+    if rotary_dim not in rotary_dims(d):
         raise ValueError(
-            f"{where}: rotary_dim must be None or head_dim ({d}); a partial rotary_dim "
-            f"({rotary_dim}) is not supported"
+            f"{where}: rotary_dim must be a multiple of 16 in [16, head_dim={d}], got {rotary_dim}"
         )
     for name, x in (("rope_scale", rope_scale), ("rope_theta", rope_theta)):
         if not math.isfinite(x) or x == 0:
             raise ValueError(f"{where}: {name} must be finite and nonzero, got {x}")
-    for name, t in (("q", q), ("k", k), ("pos_ids", pos_ids)):
-        if not t.is_contiguous():
-            raise ValueError(f"{where}: {name} must be contiguous; pass {name}.contiguous()")
     if nnz * max(hq, hk) * d >= 2**31:
         raise ValueError(f"{where}: q and k must hold < 2**31 elements per tensor (int32 indexing)")
     return dtype, pos_dtype
 
 
-def _check_device(where, q, k, pos_ids):
-    for name, t in (("q", q), ("k", k), ("pos_ids", pos_ids)):
-        if not t.is_cuda:
-            raise ValueError(f"{where}: {name} must be a CUDA tensor, got device {t.device}")
-    if k.device != q.device or pos_ids.device != q.device:
-        raise ValueError(f"{where}: q, k and pos_ids must be on one device")
-
-
-def _rotate(q, k, pos_ids, dtype, pos_dtype, interleave, rope_scale, rope_theta):
-    """Launch the host's kernel on checked q, k in place."""
+def _resolve(where, q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_theta, outs=()):
+    """Check a call; its plan ``f(q, k, pos_ids)`` rotating ``outs`` (q_rope, k_rope) when
+    given (copies of q and k), else q and k in place."""
+    dtype, pos_dtype = _check(where, q, k, pos_ids, rotary_dim, rope_scale, rope_theta)
+    if not pos_ids.is_contiguous():
+        raise ValueError(f"{where}: pos_ids must be contiguous; pass pos_ids.contiguous()")
+    named = {"q": q, "k": k, "pos_ids": pos_ids}
+    for name, out, x in zip(("q_rope", "k_rope"), outs, (q, k)):
+        if out.shape != x.shape or out.dtype != x.dtype:
+            raise ValueError(
+                f"{where}: {name} must match {name[0]} ({tuple(x.shape)}, {x.dtype}), "
+                f"got ({tuple(out.shape)}, {out.dtype})"
+            )
+        named[name] = out
+    _host.check_last_dim(where, named)
+    device = _host.cuda_index(where, named)
     nnz, hq, d = q.shape
+    if not nnz:
+        return _host.nothing
     hk = k.shape[1]
-    walk, grid = plan(nnz, d, hq + hk, toolchain.sm_count(q.device.index or 0))
-    ex = _compiled(dtype, d, hq, hk, bool(interleave), pos_dtype, walk)
-    ex(q, k, pos_ids, grid, rcp_f32(rope_scale), rcp_f32(rope_theta))
+    walk, grid = plan(nnz, rotary_dim, hq + hk, toolchain.sm_count(device))
+    ex = _compiled(dtype, d, hq, hk, bool(interleave), pos_dtype, walk, rotary_dim)
+    fn = _host.main_of(ex)
+    rs, rt = rcp_f32(rope_scale), rcp_f32(rope_theta)
+    targets = outs or (q, k)
+    ok = [_host.aligned(t, 16) for t in targets]
+    if not outs and all(ok):
+        return lambda q, k, pos_ids: fn(q, k, pos_ids, grid, rs, rt)
+
+    def general(q, k, pos_ids, *outs):
+        # out of place: copy, then rotate the copies (the kernels rotate in place); strided
+        # or unaligned tensors through contiguous copies, copied back
+        dst = outs or (q, k)
+        work = [
+            t if fine else t.clone(memory_format=torch.contiguous_format)
+            for t, fine in zip(dst, ok)
+        ]
+        if outs:
+            for w, x in zip(work, (q, k)):
+                w.copy_(x)
+        fn(*work, pos_ids, grid, rs, rt)
+        for t, w, fine in zip(dst, work, ok):
+            if not fine:
+                t.copy_(w)
+
+    return general
+
+
+_PLANS: dict = {}
+_sig = _host.signature
+
+
+def _inplace_plan(q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_theta):
+    key = (_sig(q), _sig(k), _sig(pos_ids), rotary_dim, interleave, rope_scale, rope_theta)
+    args = (q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_theta)
+    return _host.lookup(_PLANS, key, _resolve, "apply_rope_pos_ids_inplace", *args)
+
+
+def _outplace_plan(q, k, q_rope, k_rope, pos_ids, rotary_dim, interleave, rope_scale, rope_theta):
+    key = (_sig(q), _sig(k), _sig(pos_ids), _sig(q_rope), _sig(k_rope))
+    key += (rotary_dim, interleave, rope_scale, rope_theta)
+    args = (q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_theta, (q_rope, k_rope))
+    return _host.lookup(_PLANS, key, _resolve, "apply_rope_pos_ids", *args)
 
 
 @public_op("flashinfer_apply_rope_pos_ids_inplace", mutates_args=("q", "k"))
@@ -153,11 +204,7 @@ def _apply_rope_pos_ids_inplace(
     rope_scale: float,
     rope_theta: float,
 ) -> None:
-    where = "apply_rope_pos_ids_inplace"
-    dtype, pos_dtype = _check(where, q, k, pos_ids, rotary_dim, rope_scale, rope_theta)
-    _check_device(where, q, k, pos_ids)
-    if q.shape[0]:
-        _rotate(q, k, pos_ids, dtype, pos_dtype, interleave, rope_scale, rope_theta)
+    _inplace_plan(q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_theta)(q, k, pos_ids)
 
 
 @public_op("flashinfer_apply_rope_pos_ids", mutates_args=("q_rope", "k_rope"))
@@ -172,22 +219,13 @@ def _apply_rope_pos_ids(
     rope_scale: float,
     rope_theta: float,
 ) -> None:
-    where = "apply_rope_pos_ids"
-    dtype, pos_dtype = _check(where, q, k, pos_ids, rotary_dim, rope_scale, rope_theta)
-    for name, out, x in (("q_rope", q_rope, q), ("k_rope", k_rope, k)):
-        if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
-            raise ValueError(
-                f"{where}: {name} must match {name[0]} ({tuple(x.shape)}, {x.dtype}, {x.device}),"
-                f" got ({tuple(out.shape)}, {out.dtype}, {out.device})"
-            )
-        if not out.is_contiguous():
-            raise ValueError(f"{where}: {name} must be contiguous")
-    _check_device(where, q, k, pos_ids)
-    if q.shape[0]:
-        # The kernels rotate in place: copy, then rotate the copies.
-        q_rope.copy_(q)
-        k_rope.copy_(k)
-        _rotate(q_rope, k_rope, pos_ids, dtype, pos_dtype, interleave, rope_scale, rope_theta)
+    args = (rotary_dim, interleave, rope_scale, rope_theta)
+    _outplace_plan(q, k, q_rope, k_rope, pos_ids, *args)(q, k, pos_ids, q_rope, k_rope)
+
+
+_INPLACE = torch.ops.tirx_kernels.flashinfer_apply_rope_pos_ids_inplace.default
+_OUTPLACE = torch.ops.tirx_kernels.flashinfer_apply_rope_pos_ids.default
+_direct = _host.direct
 
 
 def apply_rope_pos_ids_inplace(
@@ -203,9 +241,11 @@ def apply_rope_pos_ids_inplace(
     place by the positions ``pos_ids`` ``(nnz,)`` (FlashInfer's signature and defaults)."""
     if rotary_dim is None:
         rotary_dim = q.size(-1)
-    torch.ops.tirx_kernels.flashinfer_apply_rope_pos_ids_inplace(
-        q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_theta
-    )
+    args = (rotary_dim, interleave, rope_scale, rope_theta)
+    if _direct(q):
+        _inplace_plan(q, k, pos_ids, *args)(q, k, pos_ids)
+    else:
+        _INPLACE(q, k, pos_ids, *args)
 
 
 def apply_rope_pos_ids(
@@ -223,7 +263,9 @@ def apply_rope_pos_ids(
     k_rope = torch.empty_like(k)
     if rotary_dim is None:
         rotary_dim = q.size(-1)
-    torch.ops.tirx_kernels.flashinfer_apply_rope_pos_ids(
-        q, k, q_rope, k_rope, pos_ids, rotary_dim, interleave, rope_scale, rope_theta
-    )
+    args = (rotary_dim, interleave, rope_scale, rope_theta)
+    if _direct(q):
+        _outplace_plan(q, k, q_rope, k_rope, pos_ids, *args)(q, k, pos_ids, q_rope, k_rope)
+    else:
+        _OUTPLACE(q, k, q_rope, k_rope, pos_ids, *args)
     return q_rope, k_rope

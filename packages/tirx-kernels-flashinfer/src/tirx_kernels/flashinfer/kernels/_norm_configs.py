@@ -23,6 +23,9 @@ _TEST_SHAPES = [
     ("bfloat16", 1025, 16384),  # fused add: late weight at 1024 threads
     ("float16", 8195, 1000),  # tail lanes in every row, late weight at 128 threads, R = 2
     ("bfloat16", 8193, 2048),  # RMSNorm: a row per warp, the last CTA's second warp idle
+    ("bfloat16", 5, 111),  # upstream's gcd vectors: 1 element
+    ("float16", 9000, 500),  # 4 elements, a large batch
+    ("bfloat16", 3, 16383),  # 1 element, 16 per thread
 ]
 _BENCH_SHAPES = [
     ("bfloat16", 1, 4096),
@@ -37,6 +40,8 @@ _BENCH_SHAPES = [
     ("bfloat16", 16384, 16384),
     ("float16", 16384, 5120),
 ]
+# 3D (tokens, heads, head_dim) input, RMSNorm and Gemma RMSNorm only (QK-norm, as upstream)
+_QK_SHAPES = [("bfloat16", 33, 8, 128), ("float16", 1024, 40, 64), ("bfloat16", 3, 4, 100)]
 _ABBR = {"bfloat16": "bf16", "float16": "fp16"}
 NORM_CONFIGS = [
     {"label": f"{_ABBR[d]}_t{t}_h{h}", "dtype": d, "tokens": t, "hidden": h}
@@ -45,4 +50,8 @@ NORM_CONFIGS = [
 NORM_BENCH_CONFIGS = [
     {"label": f"{_ABBR[d]}_t{t}_h{h}", "dtype": d, "tokens": t, "hidden": h}
     for d, t, h in _BENCH_SHAPES
+]
+QK_NORM_CONFIGS = [
+    {"label": f"{_ABBR[d]}_t{t}_qk{n}_h{h}", "dtype": d, "tokens": t, "heads": n, "hidden": h}
+    for d, t, n, h in _QK_SHAPES
 ]

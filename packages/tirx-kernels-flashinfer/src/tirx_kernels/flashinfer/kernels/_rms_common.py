@@ -8,12 +8,12 @@
 Upstream: ``include/flashinfer/norm.cuh`` (``RMSNormKernel`` and ``FusedAddRMSNormKernel``,
 whose ``weight_bias`` is 0 or 1) and ``flashinfer/norm/__init__.py`` (the four functions).
 
-Each module builds one :class:`Variant` (its ``KERNEL_META``, ``upstream``: the name of its
+Each module is one :class:`Variant` (its ``KERNEL_META``, ``upstream``: the name of its
 public function ``norm.<upstream>`` and of the FlashInfer function of the same semantics,
 ``flashinfer.norm.<upstream>``, the reference the tests and benchmarks compare against when
-FlashInfer is installed, and its ``weight_bias``) and keeps its contract members as short
-module-level functions calling the ``get_kernel`` .. ``public_calls`` here; those dispatch to
-the ``rmsnorm_*`` functions (``rmsnorm``, ``gemma_rmsnorm``) or the ``fused_add_*`` ones.
+FlashInfer is installed, and its ``weight_bias``) and takes its contract
+members, made by :func:`members` here: they dispatch to the ``rmsnorm_*`` functions
+(``rmsnorm``, ``gemma_rmsnorm``) or the ``fused_add_*`` ones.
 """
 
 from __future__ import annotations
@@ -47,9 +47,11 @@ def _torch_weight(w, weight_bias: float):
     return w if weight_bias == 0 else (weight_bias + w.float()).to(w.dtype)
 
 
-def rmsnorm_data(dtype: str, tokens: int, hidden: int, weight_bias: float) -> dict:
+def rmsnorm_data(dtype: str, tokens: int, hidden: int, weight_bias: float, heads: int = 0) -> dict:
+    """``heads``: a 3D ``(tokens, heads, hidden)`` input (QK-norm), else 2D."""
+    shape = (tokens, heads, hidden) if heads else (tokens, hidden)
     return {
-        "x": testing.randn((tokens, hidden), dtype, seed=tokens * 7 + hidden),
+        "x": testing.randn(shape, dtype, seed=tokens * 7 + hidden + heads),
         "w": _weight(dtype, hidden, weight_bias),
     }
 
@@ -61,10 +63,10 @@ def rmsnorm_reference(x, w, eps: float, weight_bias: float):
     return xf * rms_rcp * (weight_bias + w.float())
 
 
-def rmsnorm_test(meta, wrapper, upstream: str, weight_bias: float, dtype, tokens, hidden):
+def rmsnorm_test(meta, wrapper, upstream: str, weight_bias: float, dtype, tokens, hidden, heads):
     """``wrapper(x, w)`` (the public function) against torch fp32 and FlashInfer."""
     testing.skip_unless_gpu(meta)
-    data = rmsnorm_data(dtype, tokens, hidden, weight_bias)
+    data = rmsnorm_data(dtype, tokens, hidden, weight_bias, heads)
     out = wrapper(data["x"], data["w"])
     torch.cuda.synchronize()
     want = rmsnorm_reference(data["x"], data["w"], EPS, weight_bias)
@@ -109,7 +111,7 @@ def fused_add_reference(x, residual, w, eps: float, weight_bias: float):
     return s.to(x.dtype), s * rms_rcp * (weight_bias + w.float())
 
 
-def fused_add_test(meta, wrapper, upstream: str, weight_bias: float, dtype, tokens, hidden):
+def fused_add_test(meta, wrapper, upstream: str, weight_bias: float, dtype, tokens, hidden, heads):
     """``wrapper(x, residual, w)`` (the public function, in place) against torch and FlashInfer."""
     testing.skip_unless_gpu(meta)
     data = fused_add_data(dtype, tokens, hidden, weight_bias)
@@ -175,45 +177,62 @@ class Variant:
         return "fused_add_rmsnorm" if self.fused_add else "rmsnorm"
 
 
-def get_kernel(v: Variant, dtype, hidden, tokens=None):
-    """The TIRx PrimFunc the host launches for ``tokens`` rows (``_norm_schedule.schedule``).
+def members(
+    module: str, meta: dict, upstream: str, weight_bias: float
+) -> tuple[Callable[..., Any], ...]:
+    """The kernel module ``module``'s ``get_kernel, prepare_data, reference, run_test,
+    run_bench, public_calls`` for the variant ``(meta, upstream, weight_bias)``: plain
+    functions named as the module's own (no bound methods of a shared object).
 
-    Tokens are dynamic; their count picks the schedule.
+    Config keys: ``dtype``, ``tokens``, ``hidden`` and, for RMSNorm's 3D (QK-norm) input,
+    ``heads`` (rows are then ``tokens * heads``).
     """
-    return norm.kernel_for(v.op, dtype, hidden, tokens, v.weight_bias)
+    v = Variant(meta, upstream, weight_bias)
+
+    def get_kernel(dtype, hidden, tokens=None, heads=0, **_):
+        """The TIRx PrimFunc the host launches for ``tokens`` (times ``heads``) rows."""
+        rows = tokens * heads if tokens is not None and heads else tokens
+        return norm.kernel_for(v.op, dtype, hidden, rows, weight_bias)
+
+    def prepare_data(dtype, tokens, hidden, heads=0, **_):
+        if v.fused_add:
+            return fused_add_data(dtype, tokens, hidden, weight_bias)
+        return rmsnorm_data(dtype, tokens, hidden, weight_bias, heads)
+
+    def fused_add_ref(x, residual, w, eps=EPS):
+        """(new residual rounded to the dtype, normalized output in fp32), from fp32 torch."""
+        return fused_add_reference(x, residual, w, eps, weight_bias)
+
+    def rmsnorm_ref(x, w, eps=EPS):
+        """fp32 torch RMSNorm (unrounded)."""
+        return rmsnorm_reference(x, w, eps, weight_bias)
+
+    reference = fused_add_ref if v.fused_add else rmsnorm_ref
+    reference.__name__ = "reference"
+
+    def run_test(dtype, tokens, hidden, heads=0, **_):
+        """Through the public function (``norm.<upstream>``), vs torch and FlashInfer."""
+        test = fused_add_test if v.fused_add else rmsnorm_test
+        test(meta, v.wrapper, upstream, weight_bias, dtype, tokens, hidden, heads)
+
+    def run_bench(dtype, tokens, hidden, heads=0, **options):
+        bench = fused_add_bench if v.fused_add else rmsnorm_bench
+        keys = ("warmup", "repeat", "timer", "rounds", "cooldown_s")
+        given = {key: options[key] for key in keys if key in options}
+        return bench(upstream, weight_bias, dtype, tokens * max(1, heads), hidden, **given)
+
+    def public_calls(batch):
+        return _public_calls(v, batch)
+
+    funcs = (get_kernel, prepare_data, reference, run_test, run_bench, public_calls)
+    for func in funcs:
+        func.__module__, func.__qualname__ = module, func.__name__
+    return funcs
 
 
-def prepare_data(v: Variant, dtype, tokens, hidden) -> dict:
-    return (fused_add_data if v.fused_add else rmsnorm_data)(dtype, tokens, hidden, v.weight_bias)
-
-
-def run_test(v: Variant, dtype, tokens, hidden) -> None:
-    """Through the public function (``v.wrapper``), vs torch and FlashInfer."""
-    test = fused_add_test if v.fused_add else rmsnorm_test
-    test(v.meta, v.wrapper, v.upstream, v.weight_bias, dtype, tokens, hidden)
-
-
-def run_bench(
-    v: Variant,
-    dtype,
-    tokens,
-    hidden,
-    *,
-    warmup=None,
-    repeat=None,
-    timer=None,
-    rounds=1,
-    cooldown_s=1.0,
-    **_,
-) -> dict:
-    bench = fused_add_bench if v.fused_add else rmsnorm_bench
-    options = dict(warmup=warmup, repeat=repeat, timer=timer, rounds=rounds, cooldown_s=cooldown_s)
-    return bench(v.upstream, v.weight_bias, dtype, tokens, hidden, **options)
-
-
-def public_calls(v: Variant, batch) -> dict:
+def _public_calls(v: Variant, batch) -> dict:
     """Our op, FlashInfer's and torch's (after the add, if fused) on ``batch`` rows of 4096."""
-    data = prepare_data(v, "bfloat16", batch, 4096)
+    data = (fused_add_data if v.fused_add else rmsnorm_data)("bfloat16", batch, 4096, v.weight_bias)
     x, w = data["x"], data["w"]
     if v.fused_add:
         residual = data["residual"]

@@ -17,14 +17,14 @@ per-thread fp32 sum of ``x^2``, warp then CTA reduction, ``rms_rcp = rsqrt(sum /
 ``input = T(x * rms_rcp * (1 + float(w)))`` (upstream keeps fp32 ``x`` in shared memory, this
 port in registers). eps is a runtime fp32 argument (default 1e-6).
 
-Dispatch domain: dtype bfloat16/float16; ``hidden % 8 == 0`` (upstream's VEC_SIZE = 8
-path), ``8 <= hidden <= 16384``; any token count; contiguous rows. Anything else raises
-ValueError (see ``_norm_schedule.check_domain``).
+Dispatch domain: dtype bfloat16/float16; ``1 <= hidden <= 16384`` (vectors of
+``gcd(8, hidden)`` elements, as upstream's ``VEC_SIZE``); 2D input, as upstream; any token
+count; strided rows through contiguous copies. Anything else raises ValueError (``norm``,
+``_norm_schedule``).
 """
 
 from __future__ import annotations
 
-from .. import norm  # declares the public ops named in PUBLIC_OPS
 from . import _rms_common as rms
 from ._norm_configs import NORM_BENCH_CONFIGS, NORM_CONFIGS
 
@@ -39,32 +39,15 @@ KERNEL_META = {
 
 PUBLIC_OPS: tuple[str, ...] = ("flashinfer_gemma_fused_add_rmsnorm",)
 
-# the matrices the four RMSNorm-family kernels share (read statically from _norm_configs.py)
+# the matrices the RMSNorm-family kernels share (read statically from _norm_configs.py)
 CONFIGS = NORM_CONFIGS
 BENCH_CONFIGS = NORM_BENCH_CONFIGS
 
-WEIGHT_BIAS = 1.0  # FusedAddRMSNormKernel's weight_bias for Gemma: (1 + w)
-UPSTREAM = "gemma_fused_add_rmsnorm"  # the reference: flashinfer.norm.<UPSTREAM>
-EPS = norm.EPS  # FlashInfer's default eps
-_GEMMA_FUSED = rms.Variant(KERNEL_META, UPSTREAM, WEIGHT_BIAS)
+UPSTREAM = (
+    "gemma_fused_add_rmsnorm"  # our norm.<UPSTREAM>; the reference flashinfer.norm.<UPSTREAM>
+)
+WEIGHT_BIAS = 1.0  # the weight applied is WEIGHT_BIAS + w: (1 + w)
 
-
-def get_kernel(dtype, hidden, tokens=None, **_):
-    return rms.get_kernel(_GEMMA_FUSED, dtype, hidden, tokens)
-
-
-def prepare_data(dtype, tokens, hidden, **_):
-    return rms.prepare_data(_GEMMA_FUSED, dtype, tokens, hidden)
-
-
-def reference(x, residual, w, eps=EPS):
-    """(new residual rounded to the dtype, normalized output in fp32), from fp32 torch."""
-    return rms.fused_add_reference(x, residual, w, eps, WEIGHT_BIAS)
-
-
-def run_test(dtype, tokens, hidden, **_):
-    rms.run_test(_GEMMA_FUSED, dtype, tokens, hidden)
-
-
-def run_bench(dtype, tokens, hidden, **options):
-    return rms.run_bench(_GEMMA_FUSED, dtype, tokens, hidden, **options)
+get_kernel, prepare_data, reference, run_test, run_bench, public_calls = rms.members(
+    __name__, KERNEL_META, UPSTREAM, WEIGHT_BIAS
+)

@@ -15,9 +15,9 @@ binding accepts only these), fp32 math; mean = sum(x) / d, then var = sum((x - m
 (two-pass, with the row kept on chip), ``out = bf16((x - mean) * rsqrt(var + eps) * gamma
 + beta)``. eps is a runtime fp32 argument (default 1e-6, FlashInfer's default).
 
-Dispatch domain: bfloat16 x; ``hidden % 8 == 0`` and ``8 <= hidden <= 16384`` (upstream
-takes any even ``d`` with 2-element vectors; this port uses 16-byte vectors); any token
-count; contiguous rows. Anything else raises ValueError (see ``_norm_schedule.check_domain``).
+Dispatch domain: bfloat16 x, 2D; ``1 <= hidden <= 16384`` (vectors of ``gcd(8, hidden)``
+elements, as upstream's ``VEC_SIZE``); any token count; strided rows through contiguous
+copies. Anything else raises ValueError (see ``_norm_schedule.check_domain``).
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ TEST_SHAPES = [
     (9001, 4096),  # 2 rows per CTA, the last CTA with 1 row
     (1025, 16384),  # lean rows, 3 CTAs per SM
     (300, 9000),  # lean rows with tail lanes, 5 CTAs per SM
+    (5, 111),  # upstream's gcd vectors: 1 element
+    (9000, 500),  # 4 elements, a large batch
 ]
 BENCH_SHAPES = [
     (1, 4096),

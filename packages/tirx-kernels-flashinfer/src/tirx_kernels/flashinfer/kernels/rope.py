@@ -122,6 +122,55 @@ CONFIGS = [
         "interleave": True,
         "tokens": 1031,
     },
+    {
+        "label": "bf16_d512_hq8_hk2_t33",
+        "dtype": "bfloat16",
+        "head_dim": 512,
+        "num_q_heads": 8,
+        "num_kv_heads": 2,
+        "interleave": False,
+        "tokens": 33,
+    },
+    {
+        "label": "fp16_d512_hq16_hk4_t1024_il_i64",
+        "dtype": "float16",
+        "head_dim": 512,
+        "num_q_heads": 16,
+        "num_kv_heads": 4,
+        "interleave": True,
+        "tokens": 1024,
+        "pos_dtype": "int64",
+    },
+    {
+        "label": "bf16_d128_r64_hq32_hk8_t7",
+        "dtype": "bfloat16",
+        "head_dim": 128,
+        "rotary_dim": 64,
+        "num_q_heads": 32,
+        "num_kv_heads": 8,
+        "interleave": False,
+        "tokens": 7,
+    },
+    {
+        "label": "bf16_d128_r96_hq32_hk8_t600_il",
+        "dtype": "bfloat16",
+        "head_dim": 128,
+        "rotary_dim": 96,
+        "num_q_heads": 32,
+        "num_kv_heads": 8,
+        "interleave": True,
+        "tokens": 600,
+    },
+    {
+        "label": "fp16_d256_r16_hq8_hk8_t2048",
+        "dtype": "float16",
+        "head_dim": 256,
+        "rotary_dim": 16,
+        "num_q_heads": 8,
+        "num_kv_heads": 8,
+        "interleave": False,
+        "tokens": 2048,
+    },
 ]
 
 BENCH_CONFIGS = [
@@ -191,76 +240,81 @@ BENCH_CONFIGS = [
 ]
 
 
-def get_kernel(
-    dtype="bfloat16",
-    head_dim=128,
-    num_q_heads=32,
-    num_kv_heads=8,
-    interleave=False,
-    pos_dtype="int32",
-    tokens=None,
-    **_,
-):
+# Every config key and its default (run_test/run_bench/get_kernel take any subset).
+DEFAULTS = {
+    "dtype": "bfloat16",
+    "head_dim": 128,
+    "num_q_heads": 32,
+    "num_kv_heads": 8,
+    "interleave": False,
+    "tokens": 1,
+    "pos_dtype": "int32",
+    "rope_scale": 1.0,
+    "rope_theta": 1e4,
+    "rotary_dim": None,  # None: head_dim
+}
+
+
+def _config(config: dict) -> tuple[dict, dict]:
+    """(the config completed with DEFAULTS, the other keywords: bench options)."""
+    c = {key: config.get(key, value) for key, value in DEFAULTS.items()}
+    c["rotary_dim"] = c["rotary_dim"] or c["head_dim"]
+    return c, {key: value for key, value in config.items() if key not in DEFAULTS}
+
+
+def get_kernel(tokens=None, **config):
     """The TIRx kernel the host launches for ``tokens`` tokens (None: many)."""
-    args = (dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype)
-    if uses_walk(tokens, head_dim, num_q_heads + num_kv_heads):
-        return get_walk_kernel(*args)
-    return get_grid_kernel(*args)
+    c, _ = _config(config)
+    args = (c["dtype"], c["head_dim"], c["num_q_heads"], c["num_kv_heads"], c["interleave"])
+    heads = c["num_q_heads"] + c["num_kv_heads"]
+    make = get_walk_kernel if uses_walk(tokens, c["rotary_dim"], heads) else get_grid_kernel
+    return make(*args, c["pos_dtype"], rotary_dim=c["rotary_dim"])
 
 
-def prepare_data(
-    dtype="bfloat16", head_dim=128, num_q_heads=32, num_kv_heads=8, tokens=1, pos_dtype="int32", **_
-):
+def prepare_data(**config):
+    c, _ = _config(config)
+    tokens, head_dim = c["tokens"], c["head_dim"]
     g = torch.Generator(device="cuda").manual_seed(4321 + tokens + head_dim)
-    tdt = getattr(torch, dtype)
-    q = torch.randn(tokens, num_q_heads, head_dim, generator=g, device="cuda").to(tdt)
-    k = torch.randn(tokens, num_kv_heads, head_dim, generator=g, device="cuda").to(tdt)
+    tdt = getattr(torch, c["dtype"])
+    q = torch.randn(tokens, c["num_q_heads"], head_dim, generator=g, device="cuda").to(tdt)
+    k = torch.randn(tokens, c["num_kv_heads"], head_dim, generator=g, device="cuda").to(tdt)
     pos = torch.randint(
-        0, 4096, (tokens,), generator=g, device="cuda", dtype=getattr(torch, pos_dtype)
+        0, 4096, (tokens,), generator=g, device="cuda", dtype=getattr(torch, c["pos_dtype"])
     )
     return q, k, pos
 
 
-def reference(x, pos, interleave=False, rope_scale=1.0, rope_theta=1e4):
-    """torch fp32 RoPE of x ``(nnz, H, D)`` (accurate pow / cos / sin)."""
-    d = x.shape[-1]
+def reference(x, pos, interleave=False, rope_scale=1.0, rope_theta=1e4, rotary_dim=None):
+    """torch fp32 RoPE of x ``(nnz, H, D)`` (accurate pow / cos / sin); columns from
+    ``rotary_dim`` (default D) on pass through."""
+    d = rotary_dim or x.shape[-1]
     expo = torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d
     freq = torch.pow(torch.tensor(f32(1.0 / f32(rope_theta)), device=x.device), expo)
     freq = freq * f32(1.0 / f32(rope_scale))
-    theta = pos.float()[:, None, None] * freq  # (nnz, 1, D/2)
+    theta = pos.float()[:, None, None] * freq  # (nnz, 1, d/2)
     c, s = theta.cos(), theta.sin()
     xf = x.float()
-    x0, x1 = (xf[..., 0::2], xf[..., 1::2]) if interleave else xf.chunk(2, dim=-1)
+    xr = xf[..., :d]
+    x0, x1 = (xr[..., 0::2], xr[..., 1::2]) if interleave else xr.chunk(2, dim=-1)
     y0, y1 = x0 * c - x1 * s, x1 * c + x0 * s
-    if interleave:
-        return torch.stack((y0, y1), dim=-1).flatten(-2)
-    return torch.cat((y0, y1), dim=-1)
+    y = torch.stack((y0, y1), dim=-1).flatten(-2) if interleave else torch.cat((y0, y1), dim=-1)
+    return torch.cat((y, xf[..., d:]), dim=-1)
 
 
-def run_test(
-    dtype="bfloat16",
-    head_dim=128,
-    num_q_heads=32,
-    num_kv_heads=8,
-    interleave=False,
-    tokens=1,
-    pos_dtype="int32",
-    rope_scale=1.0,
-    rope_theta=1e4,
-    **_,
-):
+def run_test(**config):
     skip_unless_gpu(KERNEL_META)
-    q, k, pos = prepare_data(dtype, head_dim, num_q_heads, num_kv_heads, tokens, pos_dtype)
+    c, _ = _config(config)
+    q, k, pos = prepare_data(**c)
     q0, k0 = q.clone(), k.clone()
-    opts = {"interleave": interleave, "rope_scale": rope_scale, "rope_theta": rope_theta}
+    opts = {key: c[key] for key in ("rotary_dim", "interleave", "rope_scale", "rope_theta")}
     apply_rope_pos_ids_inplace(q, k, pos, **opts)
     q_rope, k_rope = apply_rope_pos_ids(q0, k0, pos, **opts)
     torch.cuda.synchronize()
-    ulp = 2**-7 if dtype == "bfloat16" else 2**-10
+    ulp = 2**-7 if c["dtype"] == "bfloat16" else 2**-10
     # __powf's relative error (~4e-7) times positions < 4096 moves the angle by up to ~1.5e-3.
     report = {}
     for name, got, x0 in (("q", q, q0), ("k", k, k0)):
-        want = reference(x0, pos, interleave, rope_scale, rope_theta)
+        want = reference(x0, pos, **opts)
         report[f"max_err_torch_{name}"] = assert_close(
             f"{name} vs torch fp32", got, want, atol=1.5e-2, rtol=ulp
         )
@@ -280,23 +334,14 @@ def run_test(
     return report
 
 
-def run_bench(
-    dtype="bfloat16",
-    head_dim=128,
-    num_q_heads=32,
-    num_kv_heads=8,
-    interleave=False,
-    tokens=1,
-    pos_dtype="int32",
-    rope_scale=1.0,
-    rope_theta=1e4,
-    **options,
-):
-    q, k, pos = prepare_data(dtype, head_dim, num_q_heads, num_kv_heads, tokens, pos_dtype)
-    hq, hk = num_q_heads, num_kv_heads
+def run_bench(**config):
+    c, options = _config(config)
+    q, k, pos = prepare_data(**c)
+    opts = {key: c[key] for key in ("rotary_dim", "interleave", "rope_scale", "rope_theta")}
     sms = toolchain.sm_count(q.device.index or 0)
-    run = launcher(dtype, head_dim, hq, hk, interleave, pos_dtype, tokens, sms)
-    rs, rt = rcp_f32(rope_scale), rcp_f32(rope_theta)
+    shape = (c["dtype"], c["head_dim"], c["num_q_heads"], c["num_kv_heads"], c["interleave"])
+    run = launcher(*shape, c["pos_dtype"], c["tokens"], sms, c["rotary_dim"])
+    rs, rt = rcp_f32(c["rope_scale"]), rcp_f32(c["rope_theta"])
 
     def tirx():  # in place, repeated: a rotation keeps the data bounded
         run(q, k, pos, rs, rt)
@@ -307,9 +352,7 @@ def run_bench(
         qf, kf = q.clone(), k.clone()
 
         def launch():
-            fr.apply_rope_pos_ids_inplace(
-                qf, kf, pos, interleave=interleave, rope_scale=rope_scale, rope_theta=rope_theta
-            )
+            fr.apply_rope_pos_ids_inplace(qf, kf, pos, **opts)
 
         launch()  # JIT build and load outside timing
         return launch
@@ -319,20 +362,16 @@ def run_bench(
 
         def launch():
             for x in (qt, kt):
-                x.copy_(reference(x, pos, interleave, rope_scale, rope_theta))
+                x.copy_(reference(x, pos, **opts))
 
         return launch
 
-    return bench(
-        tirx,
-        {"flashinfer": build_flashinfer, "torch": build_torch},
-        **options,
-    )
+    return bench(tirx, {"flashinfer": build_flashinfer, "torch": build_torch}, **options)
 
 
 def public_calls(batch):
     """Our apply_rope_pos_ids_inplace and FlashInfer's on ``batch`` tokens (d128, 32+8 heads)."""
-    q, k, pos = prepare_data("bfloat16", 128, 32, 8, batch)
+    q, k, pos = prepare_data(tokens=batch)
     calls = {"tirx": lambda: apply_rope_pos_ids_inplace(q, k, pos)}
     if available("flashinfer.rope"):
         import flashinfer.rope

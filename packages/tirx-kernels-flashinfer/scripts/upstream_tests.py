@@ -1,0 +1,169 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""FlashInfer's own tests, run against our drop-in functions.
+
+    python packages/tirx-kernels-flashinfer/scripts/upstream_tests.py prepare \\
+        --git-dir /work/.mirror/flashinfer-ai+flashinfer/repo [--commit SHA] [--dir DIR]
+    python packages/tirx-kernels-flashinfer/scripts/upstream_tests.py run \\
+        [--only norm|activation|rope ...] [--junit FILE] [--dir DIR] [-- PYTEST ARGS]
+
+``prepare`` copies, with ``git show COMMIT:PATH`` from a (bare) clone of FlashInfer, the test
+files of the functions this family replaces (:data:`SUITES`) and the helpers they import into
+``DIR`` (default ``.device/fi-tests`` under the repository root: ignored, never committed),
+with a ``conftest.py`` that replaces ``flashinfer.norm.*``, ``flashinfer.activation.*``,
+``flashinfer.rope.*`` and the top-level ``flashinfer.*`` of the same names with ours
+(:data:`PATCHED`) before the tests import anything. ``run`` runs pytest there, offline, on
+the tests that call those functions (``-k`` of :data:`SUITES`); FlashInfer must be installed
+(its other functions are the references of some tests, e.g. ``apply_rope`` for
+``apply_rope_pos_ids``). The session fails when none of our functions was called.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]  # the repository root
+DEFAULT_DIR = ROOT / ".device" / "fi-tests"
+# The commit the family's ports cite (tirx_kernels.flashinfer.plugin.UPSTREAM_COMMIT).
+COMMIT = "fb28d7242b3506a2348265962041acc1fb56cca4"
+
+# suite: (test files at COMMIT, the -k expression selecting the tests of our functions)
+SUITES = {
+    "norm": (
+        ["tests/utils/test_norm.py"],
+        "(test_norm or test_qknorm or test_fused_add_rmsnorm or test_gemma_norm"
+        " or test_gemma_fused_add_rmsnorm or test_layernorm or int64_stride"
+        " or contiguous_overflow) and not quant",
+    ),
+    "activation": (["tests/utils/test_activation.py"], None),
+    "rope": (["tests/attention/test_rope.py"], "test_rope_pos_ids and not llama31"),
+}
+HELPERS = ["tests/test_helpers/rope_reference.py"]  # imported by test_rope.py
+PACKAGES = ["tests", "tests/utils", "tests/attention", "tests/test_helpers"]
+
+# flashinfer submodule -> the functions of ours (tirx_kernels.flashinfer.<same>) replacing it
+PATCHED = {
+    "norm": [
+        "rmsnorm",
+        "gemma_rmsnorm",
+        "fused_add_rmsnorm",
+        "gemma_fused_add_rmsnorm",
+        "layernorm",
+    ],
+    "activation": ["silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul"],
+    "rope": ["apply_rope_pos_ids", "apply_rope_pos_ids_inplace"],
+}
+
+CONFTEST = """\
+# Written by tirx-kernels' upstream_tests.py: FlashInfer's tests against our functions.
+import functools
+import importlib
+
+import pytest
+
+PATCHED = {patched!r}
+CALLS = {{}}
+
+
+def _counted(name, ours):
+    @functools.wraps(ours)
+    def call(*args, **kwargs):
+        CALLS[name] = CALLS.get(name, 0) + 1
+        return ours(*args, **kwargs)
+
+    return call
+
+
+def pytest_configure(config):
+    import flashinfer
+    import tirx_kernels.flashinfer as ours
+
+    for module, names in PATCHED.items():
+        upstream = importlib.import_module(f"flashinfer.{{module}}")
+        for name in names:
+            replacement = _counted(name, getattr(ours, name))
+            setattr(upstream, name, replacement)
+            if hasattr(flashinfer, name):
+                setattr(flashinfer, name, replacement)
+
+
+def pytest_report_header(config):
+    names = ", ".join(f"flashinfer.{{m}}.{{n}}" for m, ns in PATCHED.items() for n in ns)
+    return f"tirx-kernels: {{names}} (and top-level names) are tirx_kernels.flashinfer's"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    print("\\ntirx-kernels calls:", CALLS or "none")
+    if session.testscollected and not CALLS and exitstatus == 0:
+        session.exitstatus = 1  # nothing of ours ran: the patch did not take
+"""
+
+
+def _git_show(git_dir: str, commit: str, path: str) -> str:
+    cmd = ["git", "--git-dir", git_dir, "show", f"{commit}:{path}"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"prepare: {' '.join(cmd)} failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def prepare(git_dir: str, commit: str, out: Path) -> None:
+    files = [f for suite_files, _ in SUITES.values() for f in suite_files] + HELPERS
+    for path in files:
+        target = out / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(_git_show(git_dir, commit, path))
+    for package in PACKAGES:
+        (out / package / "__init__.py").touch()
+    (out / "conftest.py").write_text(CONFTEST.format(patched=PATCHED))
+    # its own pytest config, so the repository's is not picked up; tests import as `tests.*`
+    (out / "pytest.ini").write_text("[pytest]\npythonpath = .\naddopts = -p no:cacheprovider\n")
+    (out / "COMMIT").write_text(commit + "\n")
+    print(f"prepared FlashInfer @ {commit} tests in {out}: {', '.join(files)}")
+
+
+def run(only: list[str], junit: str | None, out: Path, extra: list[str]) -> int:
+    if not (out / "conftest.py").is_file():
+        raise SystemExit(f"run: {out} is not prepared; run `prepare` first")
+    files, selections = [], []
+    for suite in only:
+        suite_files, select = SUITES[suite]
+        files += suite_files
+        selections.append(
+            f"({select})" if select else "(" + " or ".join(Path(f).stem for f in suite_files) + ")"
+        )
+    cmd = [sys.executable, "-m", "pytest", "-c", str(out / "pytest.ini"), "--rootdir", str(out)]
+    cmd += [*files, "-k", " or ".join(selections), "-q", "-rfE"]
+    if junit:
+        cmd += ["--junitxml", str(Path(junit).resolve())]
+    cmd += extra
+    print("+", " ".join(cmd), flush=True)
+    return subprocess.call(cmd, cwd=out)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare", help="copy the upstream tests and write the conftest")
+    p.add_argument("--git-dir", required=True, help="a clone of flashinfer (bare is fine)")
+    p.add_argument("--commit", default=COMMIT)
+    p.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    r = sub.add_parser("run", help="run them against tirx_kernels.flashinfer")
+    r.add_argument("--only", action="append", choices=sorted(SUITES), help="repeatable")
+    r.add_argument("--junit", help="write a JUnit XML report here")
+    r.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    args = parser.parse_args(argv)
+    if args.command == "prepare":
+        prepare(args.git_dir, args.commit, args.dir.resolve())
+        return 0
+    return run(args.only or sorted(SUITES), args.junit, args.dir.resolve(), extra)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The eager host path the family's ops share: resolve a call once, then launch directly.
+
+A public function's arguments are checked and its kernel chosen once per call signature
+(:func:`signature`: shape, strides, dtype, device and 16-byte phase of each tensor); the
+result, a *plan*, is a small closure that launches the compiled kernel's ``main`` (a
+``tvm_ffi.Function``, fetched once by :func:`main_of`) with no further checks. The wrappers
+call their plan directly when :func:`direct` says the dispatcher may be skipped (plain
+tensors, not under ``torch.compile``); otherwise they call the ``torch.ops.tirx_kernels``
+op, whose body runs the same plan. Measurements: ``docs/overhead.md`` (package root).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+MAX_PLANS = 4096  # a cache this full is cleared (shapes that never repeat)
+_is_compiling = torch.compiler.is_compiling
+_Tensor = torch.Tensor
+
+
+def direct(t: torch.Tensor) -> bool:
+    """Whether an eager wrapper may launch its plan without the torch dispatcher: a plain
+    tensor (no FakeTensor, functional or other subclass) outside ``torch.compile``'s
+    tracing. CUDA-graph capture records the direct launch as it does the op's."""
+    return type(t) is _Tensor and not _is_compiling()
+
+
+def signature(t: torch.Tensor) -> tuple:
+    """What a plan depends on: shape, strides, dtype, CUDA device and 16-byte phase."""
+    return (t.shape, t.stride(), t.dtype, t.get_device(), t.data_ptr() & 15)
+
+
+def lookup(plans: dict, key: Any, resolve: Callable[..., Callable], *args: Any) -> Callable:
+    """``plans[key]``, resolved by ``resolve(*args)`` (the checks, which raise) on a miss."""
+    plan = plans.get(key)
+    if plan is None:
+        plan = resolve(*args)
+        if len(plans) >= MAX_PLANS:
+            plans.clear()
+        plans[key] = plan
+    return plan
+
+
+def cuda_index(where: str, named: dict[str, torch.Tensor]) -> int:
+    """The CUDA device index of every tensor of ``named``, else ValueError naming one."""
+    first_name, first = next(iter(named.items()))
+    index = first.get_device()
+    if index < 0:
+        raise ValueError(
+            f"{where}: {first_name} must be a CUDA tensor, got {first.device}; "
+            f"move it with {first_name}.cuda()"
+        )
+    for name, t in named.items():
+        if t.get_device() != index:
+            raise ValueError(
+                f"{where}: {name} must be on {first_name}'s device cuda:{index}, got {t.device}"
+            )
+    return index
+
+
+def check_last_dim(where: str, named: dict[str, torch.Tensor]) -> None:
+    """Every tensor's last dimension is contiguous (upstream's CHECK_LAST_DIM_CONTIGUOUS)."""
+    for name, t in named.items():
+        if t.dim() and t.shape[-1] > 1 and t.stride(-1) != 1:
+            raise ValueError(
+                f"{where}: {name}'s last dimension must be contiguous (stride 1), got strides "
+                f"{t.stride()}; pass {name}.contiguous()"
+            )
+
+
+def aligned(t: torch.Tensor, nbytes: int) -> bool:
+    """Whether ``t`` is contiguous and its data is ``nbytes``-aligned (a kernel's layout)."""
+    return t.is_contiguous() and t.data_ptr() % nbytes == 0
+
+
+@functools.cache
+def main_of(executable: Any) -> Callable:
+    """The ``main`` function of a compiled TIRx executable, looked up once (calling the
+    executable looks it up on every call)."""
+    return executable.jit()["main"]
+
+
+def nothing(*args: Any) -> None:
+    """The plan of a call with nothing to do (zero rows)."""

@@ -1,0 +1,176 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The eager host path on the CPU: each compiled kernel replaced by a torch function of the
+same arguments (and every tensor taken as on cuda:0), so the plans' views, contiguous copies
+and copies back, and the per-signature cache, are checked without a GPU."""
+
+import pytest
+import torch
+
+from tirx_kernels.core import toolchain
+from tirx_kernels.flashinfer import _host, activation, norm, rope
+from tirx_kernels.flashinfer.kernels import _rms_common as rms
+from tirx_kernels.flashinfer.kernels import activation as act_contract
+from tirx_kernels.flashinfer.kernels import layernorm as ln_contract
+from tirx_kernels.flashinfer.kernels import rope as rope_contract
+
+BF16 = torch.bfloat16
+
+
+def _contiguous(*tensors):
+    for t in tensors:  # what the kernels' tensor parameters demand
+        assert t.is_contiguous() and t.data_ptr() % 16 == 0, (t.shape, t.stride())
+
+
+def _norm_kernel(kind, dtype, hidden, batch, weight_bias):
+    if kind == "rmsnorm":
+
+        def run(x, w, y, eps):
+            _contiguous(x, y)
+            assert x.dim() == 2
+            y.copy_(rms.rmsnorm_reference(x, w, eps, weight_bias))
+
+    elif kind == "fused_add_rmsnorm":
+
+        def run(i, r, w, eps):
+            _contiguous(i, r)
+            res, out = rms.fused_add_reference(i, r, w, eps, weight_bias)
+            r.copy_(res)
+            i.copy_(out)
+
+    else:
+
+        def run(x, g, b, y, eps):
+            _contiguous(x, y)
+            y.copy_(ln_contract.reference(x, g, b, eps))
+
+    return run
+
+
+def _act_kernel(act, dtype, d, schedule):
+    def run(x, y, *ctas):
+        _contiguous(x, y)
+        assert x.dim() == 2 and len(ctas) == (schedule == "stream")
+        y.copy_(act_contract.reference(x, act))
+
+    return run
+
+
+def _rope_kernel(dtype, head_dim, hq, hk, interleave, pos_dtype, walk, rotary_dim):
+    def run(q, k, pos, grid, rcp_scale, rcp_theta):
+        _contiguous(q, k)
+        for x in (q, k):
+            x.copy_(
+                rope_contract.reference(
+                    x, pos, interleave, 1 / rcp_scale, 1 / rcp_theta, rotary_dim=rotary_dim
+                )
+            )
+
+    return run
+
+
+@pytest.fixture
+def stand_ins(monkeypatch):
+    monkeypatch.setattr(_host, "cuda_index", lambda where, named: 0)
+    monkeypatch.setattr(_host, "main_of", lambda kernel: kernel)
+    monkeypatch.setattr(norm, "_host_kernel", _norm_kernel)
+    monkeypatch.setattr(activation, "_compiled", _act_kernel)
+    monkeypatch.setattr(activation, "_stream_ctas", lambda d, tokens, device: 1)
+    monkeypatch.setattr(rope, "_compiled", _rope_kernel)
+    monkeypatch.setattr(toolchain, "sm_count", lambda index=0: 132)
+    for module in (norm, activation, rope):
+        monkeypatch.setattr(module, "_PLANS", {})
+
+
+def randn(*shape, seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed)).to(BF16)
+
+
+TOLS = {"atol": 2e-2, "rtol": 2e-2}
+
+
+def test_norms_take_2d_3d_and_strided_rows(stand_ins):
+    qkv, w = randn(5, 3 * 4 * 64), randn(64, seed=1)
+    q = qkv[:, :256].view(5, 4, 64)  # a head slice: rows with a stride
+    want = rms.rmsnorm_reference(q, w, 1e-6, 0.0)
+    for x in (q.contiguous(), q, q.contiguous().view(20, 64)):
+        torch.testing.assert_close(norm.rmsnorm(x, w).float().view(5, 4, 64), want, **TOLS)
+    out = torch.zeros(5, 2, 4, 64, dtype=BF16)[:, 1]  # a strided out
+    assert norm.gemma_rmsnorm(q, w, out=out) is out
+    torch.testing.assert_close(out.float(), rms.rmsnorm_reference(q, w, 1e-6, 1.0), **TOLS)
+    x, r, w4 = qkv[:, :256], qkv[:, 256:512], w.repeat(4)
+    want_r, want = rms.fused_add_reference(x, r, w4, 1e-6, 0.0)
+    v_before = qkv[:, 512:].clone()
+    norm.fused_add_rmsnorm(x, r, w4)
+    assert torch.equal(r, want_r)
+    torch.testing.assert_close(x.float(), want, **TOLS)
+    assert torch.equal(qkv[:, 512:], v_before)
+    g, b = torch.randn(256), torch.randn(256)
+    got = norm.layernorm(qkv[:, 512:768], g, b)
+    torch.testing.assert_close(got.float(), ln_contract.reference(v_before[:, :256], g, b), **TOLS)
+
+
+def test_a_plan_is_resolved_once_per_signature(stand_ins, monkeypatch):
+    calls = []
+    resolve = norm._resolve_rmsnorm
+    monkeypatch.setattr(norm, "_resolve_rmsnorm", lambda *a: calls.append(a) or resolve(*a))
+    x, w = randn(4, 128), randn(128, seed=1)
+    for _ in range(3):
+        norm.rmsnorm(x, w)
+        torch.ops.tirx_kernels.flashinfer_rmsnorm(torch.empty_like(x), x, w, 1e-6)
+    assert len(calls) == 1  # the wrapper's direct launch and the op share the plan
+    norm.rmsnorm(randn(5, 128), w)  # another shape
+    norm.gemma_rmsnorm(x, w)  # another op
+    norm.rmsnorm(x[:, :120], randn(120))  # strides
+    assert len(calls) == 4
+    with pytest.raises(ValueError, match="weight must be 1D"):  # a failed check caches nothing
+        norm.rmsnorm(x, randn(64))
+    with pytest.raises(ValueError, match="weight must be 1D"):
+        norm.rmsnorm(x, randn(64))
+
+
+def test_activations_take_strided_and_unaligned_rows(stand_ins):
+    wide = randn(6, 3, 3 * 64)
+    x = wide[..., : 2 * 64]  # 3D, rows with a stride
+    for act, fn in (("silu", activation.silu_and_mul), ("gelu", activation.gelu_and_mul)):
+        want = act_contract.reference(x.contiguous(), act)
+        torch.testing.assert_close(fn(x).float(), want.float(), **TOLS)
+        shifted = randn(2 * 64 + 4).view(-1)[4:].view(1, -1)  # 8 bytes off 16
+        want = act_contract.reference(shifted.clone(), act)
+        torch.testing.assert_close(fn(shifted).float(), want.float(), **TOLS)
+
+
+def test_rope_rotates_partial_and_strided_heads(stand_ins):
+    nnz, hq, hk, d = 6, 4, 2, 128
+    qkv = randn(nnz, hq + 2 * hk, d)
+    pos = torch.arange(nnz, dtype=torch.int64) * 100
+    q, k = qkv[:, :hq], qkv[:, hq : hq + hk]
+    q0, k0, v0 = q.clone(), k.clone(), qkv[:, hq + hk :].clone()
+    q_rope, k_rope = rope.apply_rope_pos_ids(q, k, pos, rotary_dim=64, interleave=True)
+    assert torch.equal(q, q0) and torch.equal(k, k0)
+    for got, x in ((q_rope, q0), (k_rope, k0)):
+        want = rope_contract.reference(x, pos, True, rotary_dim=64)
+        torch.testing.assert_close(got.float(), want, **TOLS)
+        assert torch.equal(got[..., 64:], x[..., 64:])
+    rope.apply_rope_pos_ids_inplace(q, k, pos, rotary_dim=64, interleave=True)
+    assert torch.equal(q, q_rope) and torch.equal(k, k_rope)
+    assert torch.equal(qkv[:, hq + hk :], v0)
+
+
+def test_inputs_past_int32_indexing_run_in_row_chunks(stand_ins, monkeypatch):
+    monkeypatch.setattr(norm, "INDEX_LIMIT", 64 * 10)  # 2**31 elements, scaled down
+    launched = []
+    kernel = norm._host_kernel
+    monkeypatch.setattr(norm, "_host_kernel", lambda *key: launched.append(key) or kernel(*key))
+    x, w, r = randn(25, 64), randn(64, seed=1), randn(25, 64, seed=2)
+    torch.testing.assert_close(
+        norm.rmsnorm(x, w).float(), rms.rmsnorm_reference(x, w, 1e-6, 0.0), **TOLS
+    )
+    assert len(launched) == 2  # chunks of 9 rows (the last 7): two kernels' plans
+    want_r, want = rms.fused_add_reference(x, r, w, 1e-6, 1.0)
+    norm.gemma_fused_add_rmsnorm(x, r, w)
+    assert torch.equal(r, want_r)
+    torch.testing.assert_close(x.float(), want, **TOLS)
+    q = randn(5, 5, 64)  # 3D: 25 rows of heads
+    got = norm.rmsnorm(q, w)
+    torch.testing.assert_close(got.float(), rms.rmsnorm_reference(q, w, 1e-6, 0.0), **TOLS)
