@@ -8,10 +8,12 @@ reference."""
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 import torch
 
+from tirx_kernels.core.sm90.pipeline import PhaseCounter, RingModel
 from tirx_kernels.core.sm90.wgmma import a_coord, acc_coord
 from tirx_kernels.flashattention import flash_attn_func
 from tirx_kernels.flashattention._attention_schedule import (
@@ -169,3 +171,94 @@ def test_check_lse_fails_on_misplaced_neg_inf():
         fa.check_lse(torch.tensor([0.0, 1.0, 2.0]), want)
     with pytest.raises(AssertionError, match="max error"):
         fa.check_lse(torch.tensor([-math.inf, 1.1, 2.0]), want)
+
+
+def _kv_protocol(n, stages, split, overlap, seed):
+    """The kernel's K/V ring protocol (producer and two consumer warpgroups, as
+    ``_attention_tirx`` orders them) on the core ring model under a random interleaving:
+    returns each consumer's reads; raises on deadlock or on a slot overwritten early."""
+    rng = random.Random(seed)
+    lag = 1 if overlap else 0
+    rings = {"K": RingModel(stages, 2), "V": RingModel(stages, 2) if split else None}
+    rings["V"] = rings["V"] or rings["K"]  # one barrier per K/V slot
+    readers = {"K": [0] * stages, "V": [0] * stages}
+
+    def producer():
+        pos = {"K": PhaseCounter(stages), "V": PhaseCounter(stages)}
+        order = []
+        for it in range(n + (lag if split else 0)):
+            if not split:
+                order.append((("K", "V"), it))
+                continue
+            if it < n:
+                order.append((("K",), it))
+            if it >= lag:
+                order.append((("V",), it - lag))
+        for parts, block in order:
+            c = pos[parts[0]]
+            ring = rings[parts[0]]
+            while not ring.empty[c.stage].try_wait_parity(c.phase ^ 1):
+                yield
+            ring.full[c.stage].arrive(expect_tx=len(parts))
+            for part in parts:
+                assert readers[part][c.stage] == 0, f"{part} slot overwritten while read"
+                ring.slots[c.stage] = dict(ring.slots[c.stage] or {}, **{part: block})
+                yield
+                ring.full[c.stage].complete_tx(1)
+            for part in parts:
+                pos[part].advance()
+
+    def consumer(reads):
+        pos = {"K": PhaseCounter(stages), "V": PhaseCounter(stages)}
+
+        def wait(part):
+            c = pos[part]
+            while not rings[part].full[c.stage].try_wait_parity(c.phase):
+                yield
+            readers[part][c.stage] += 1
+            reads.append((part, rings[part].slots[c.stage][part]))
+
+        def release(part):
+            c = pos[part]
+            readers[part][c.stage] -= 1
+            if split or part == "V":
+                rings[part].empty[c.stage].arrive()
+            c.advance()
+
+        if overlap:  # S(0), then S(it) with P V(it - 1), then P V(n - 1)
+            steps = [("s", 0)] + [x for it in range(1, n) for x in (("s", it), ("pv", it - 1))]
+            steps.append(("pv", n - 1))
+        else:
+            steps = [x for it in range(n) for x in (("s", it), ("pv", it))]
+        for kind, _ in steps:
+            part = "K" if kind == "s" else "V"
+            if split or part == "K":
+                yield from wait(part)
+            else:  # V came with K: its slot is the one K was read from
+                readers["V"][pos["V"].stage] += 1
+                reads.append(("V", rings["K"].slots[pos["V"].stage]["V"]))
+            yield
+            release(part)
+
+    reads = [[], []]
+    actors = [producer(), consumer(reads[0]), consumer(reads[1])]
+    for _ in range(100000):
+        if not actors:
+            return reads
+        a = rng.choice(actors)
+        try:
+            next(a)
+        except StopIteration:
+            actors.remove(a)
+    raise RuntimeError("deadlock")
+
+
+@pytest.mark.parametrize("split", [True, False])
+@pytest.mark.parametrize("overlap", [True, False])
+@pytest.mark.parametrize("stages", [2, 4])
+def test_kv_ring_protocol_delivers_every_block_in_order(split, overlap, stages):
+    n = 7
+    for seed in range(20):
+        for reads in _kv_protocol(n, stages, split, overlap, seed):
+            assert [b for part, b in reads if part == "K"] == list(range(n))
+            assert [b for part, b in reads if part == "V"] == list(range(n))
