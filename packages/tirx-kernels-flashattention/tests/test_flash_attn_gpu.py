@@ -56,9 +56,13 @@ def test_matches_reference_eager_graph_compile(causal):
     torch.testing.assert_close(compiled(**data), out * 2, rtol=0, atol=0)
 
 
-# schedule overrides: the default, the first working schedule (one barrier per K/V slot), and
-# the simplest (each GEMM waited for)
-SCHEDULES = ({}, {"split_kv": False}, {"overlap": False, "split_kv": False})
+# schedule overrides: the default, the first working schedule (one barrier per K/V slot, no
+# ping-pong), and the simplest (each GEMM waited for)
+SCHEDULES = (
+    {},
+    {"split_kv": False, "pingpong": False},
+    {"overlap": False, "split_kv": False, "pingpong": False},
+)
 
 
 @needs_sm90a

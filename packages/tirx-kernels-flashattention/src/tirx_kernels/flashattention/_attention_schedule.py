@@ -29,13 +29,15 @@ class Schedule:
     """How the kernel runs one problem.
 
     ``bn``: kBlockN; ``stages``: K/V ring slots; ``overlap``: FA3's intra-warpgroup overlap
-    (S of block it with P V of block it - 1); ``split_kv``: separate K and V barriers, so S
-    starts before V lands.
+    (S of block it with P V of block it - 1); ``pingpong``: FA3's inter-warpgroup schedule
+    (named barriers order one consumer's GEMMs against the other's softmax; needs
+    ``overlap``); ``split_kv``: separate K and V barriers, so S starts before V lands.
     """
 
     bn: int
     stages: int
     overlap: bool = True
+    pingpong: bool = True
     split_kv: bool = True
 
 
@@ -71,7 +73,9 @@ def pick_schedule(d: int, dv: int, causal: bool, override: dict | None = None) -
             f"memory (at most {fit})"
         )
     overlap = override.get("overlap", True)
-    return Schedule(bn, stages, overlap, override.get("split_kv", True))
+    # upstream's UseSchedulerBarrier (16-bit inputs): intra-warpgroup overlap and d <= 128
+    pingpong = override.get("pingpong", d <= 128) and overlap
+    return Schedule(bn, stages, overlap, pingpong, override.get("split_kv", True))
 
 
 def pick_tiles(d: int, dv: int, causal: bool = False) -> tuple[int, int]:

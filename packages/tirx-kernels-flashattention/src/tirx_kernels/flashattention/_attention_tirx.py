@@ -45,6 +45,9 @@ from ._attention_schedule import BM, pick_schedule
 
 DTYPES = ("bfloat16", "float16")
 _PRODUCER_REGS, _CONSUMER_REGS = 40, 232
+# named barriers of the ping-pong (upstream's FwdNamedBarriers::WarpSchedulerWG1, WG2): the
+# consumer warpgroup wg (1, 2) waits on 3 + wg before issuing its GEMMs; 0 is the CTA barrier
+_SCHED_BAR = 3
 _CVT = {"bfloat16": "bf16x2", "float16": "f16x2"}
 LOG2E = 1.4426950408889634
 NINF = -math.inf
@@ -72,7 +75,7 @@ def make_flash_fwd(
     if heads_q % heads_kv:
         raise ValueError("flash_attn_fwd: heads_q must be a multiple of heads_kv")
     sched = schedule or pick_schedule(d, dv, causal, {})
-    BN, nstages, split = sched.bn, sched.stages, sched.split_kv
+    BN, nstages, split, pingpong = sched.bn, sched.stages, sched.split_kv, sched.pingpong
     group = heads_q // heads_kv
     mode = Swizzle.B128
     q_bytes = BM * d * 2
@@ -230,7 +233,14 @@ def make_flash_fwd(
                     _done_v(kring, vring, lane, split)
             elif n_blocks > 0:
                 # FA3's intra-warpgroup overlap: S of block it and P V of block it - 1 are in
-                # flight together; the softmax of block it runs while P V finishes
+                # flight together; the softmax of block it runs while P V finishes. With
+                # ``pingpong`` the two warpgroups take turns issuing their GEMMs (upstream's
+                # warp_scheduler_barrier_sync/arrive), so one's softmax runs under the
+                # other's GEMMs; the first warpgroup gets the first turn (upstream's mma_init).
+                # Both run the same n_blocks, so the turns pair up.
+                if T.constexpr(pingpong):
+                    if wg == 1:
+                        T.ptx.bar.arrive(T.uint32(_SCHED_BAR + 1), T.uint32(256))
                 _issue_s(s, dq, kslot, kring, q_steps, k_steps, BN, dtype)
                 dsl.wgmma_wait(0)
                 _done_k(kring, lane, split)
@@ -238,8 +248,10 @@ def make_flash_fwd(
                 _online_softmax(s, m, lsum, corr, mx, msc, rs, BN, scale_log2)
                 _to_p(p, s, BN, dtype)  # O is still 0: nothing to rescale
                 for it in T.serial(1, n_blocks):
+                    _sched_sync(wg, pingpong)
                     _issue_s(s, dq, kslot, kring, q_steps, k_steps, BN, dtype)
                     _issue_pv(o, p, vslot, vring, v_steps, dv, dtype, split)
+                    _sched_arrive(wg, pingpong)
                     dsl.wgmma_wait(1)  # S done (groups complete in order); P V may run on
                     _done_k(kring, lane, split)
                     _mask(s, it * BN, row, col, row0, BN, seqlen_k, shift, causal)
@@ -362,6 +374,20 @@ def _issue_s(s, dq, kslot, kring, q_steps, k_steps, bn, dtype):
     dsl.wgmma_fence()
     dsl.mma_ksteps(s, dq, dk, q_steps, k_steps, T.bool(False), bn, dtype)
     dsl.wgmma_commit()
+
+
+@T.inline
+def _sched_sync(wg, pingpong):
+    """Wait for this warpgroup's turn to issue GEMMs (named barrier 3 + wg, both warpgroups)."""
+    if T.constexpr(pingpong):
+        T.ptx.bar.sync(T.cast(_SCHED_BAR + wg, "uint32"), T.uint32(256))
+
+
+@T.inline
+def _sched_arrive(wg, pingpong):
+    """Give the other consumer warpgroup (3 - wg) its turn."""
+    if T.constexpr(pingpong):
+        T.ptx.bar.arrive(T.cast(_SCHED_BAR + 3 - wg, "uint32"), T.uint32(256))
 
 
 @T.inline
