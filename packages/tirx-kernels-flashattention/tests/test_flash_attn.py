@@ -72,11 +72,24 @@ def test_fake_shapes_without_a_gpu(d, dv):
         assert lse.shape == (2, 4, 5) and lse.dtype == torch.float32
 
 
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("d, dv", HEAD_DIMS)
-def test_tiles_fit_shared_memory(d, dv):
-    bn, stages = pick_tiles(d, dv)
+def test_tiles_fit_shared_memory(d, dv, causal):
+    bn, stages = pick_tiles(d, dv, causal)
     assert bn % 16 == 0 and stages >= 2
     assert BM * d * 2 + stages * bn * (d + dv) * 2 <= 227 * 1024 - 1024
+    # the 128B-swizzled tiles stay 1024-byte aligned: 64-column blocks of bn rows
+    assert (bn * 128) % 1024 == 0
+
+
+@pytest.mark.parametrize(
+    "d, dv, causal, bn",
+    [(64, 64, False, 192), (64, 64, True, 128), (128, 128, False, 176), (128, 128, True, 128)]
+    + [(192, 128, False, 128), (256, 256, False, 80), (256, 256, True, 80)],
+)
+def test_tiles_are_upstreams_kblockn(d, dv, causal, bn):
+    """hopper/tile_size.h (tile_size_fwd_sm90) for 16-bit inputs, kBlockM kept at 128."""
+    assert pick_tiles(d, dv, causal)[0] == bn
 
 
 def test_unsupported_head_dim_is_refused():
@@ -84,7 +97,7 @@ def test_unsupported_head_dim_is_refused():
         pick_tiles(96, 96)
 
 
-@pytest.mark.parametrize("bn", [64, 128])
+@pytest.mark.parametrize("bn", [64, 80, 128, 176, 192])
 def test_score_slices_are_the_a_fragment_of_p_v(bn):
     """The kernel feeds S registers 8 kk .. 8 kk + 7 (rounded to 16 bits) as the A operand
     of P V's k-step kk: they must hold the same (row, key) cells."""

@@ -60,8 +60,8 @@ def test_matches_reference_eager_graph_compile(causal):
 # ping-pong), and the simplest (each GEMM waited for)
 SCHEDULES = (
     {},
-    {"split_kv": False, "pingpong": False},
-    {"overlap": False, "split_kv": False, "pingpong": False},
+    {"bn": 128, "split_kv": False, "pingpong": False, "regs": 40},
+    {"bn": 128, "overlap": False, "split_kv": False, "pingpong": False, "regs": 40},
 )
 
 
@@ -70,14 +70,15 @@ SCHEDULES = (
     "override", SCHEDULES, ids=lambda o: ",".join(map(str, o.items())) or "default"
 )
 @pytest.mark.parametrize("d", [64, 128])
-def test_schedules_match_reference(override, d):
+@pytest.mark.parametrize("causal", [False, True])
+def test_schedules_match_reference(override, d, causal):
     """Each schedule, launched directly: if only the default fails, its additions are at
     fault."""
     b, sq, sk, hq, hk = 1, 200, 333, 4, 2
     data = _data(b, sq, sk, hq, hk, d)
-    schedule = pick_schedule(d, d, True, override)
+    schedule = pick_schedule(d, d, causal, override)
     kernel = toolchain.compile(
-        make_flash_fwd(b, sq, sk, hq, hk, d, d, "bfloat16", True, 0.125, schedule)
+        make_flash_fwd(b, sq, sk, hq, hk, d, d, "bfloat16", causal, 0.125, schedule)
     )
     out = torch.empty(b, sq, hq, d, dtype=torch.bfloat16, device="cuda")
     lse = torch.empty(b, hq, sq, dtype=torch.float32, device="cuda")
@@ -89,8 +90,8 @@ def test_schedules_match_reference(override, d):
         lse.view(-1),
     )
     torch.cuda.synchronize()
-    want, want_lse = fa.reference(**data, softmax_scale=0.125, causal=True)
-    low, _ = fa.reference(**data, softmax_scale=0.125, causal=True, upcast=False)
+    want, want_lse = fa.reference(**data, softmax_scale=0.125, causal=causal)
+    low, _ = fa.reference(**data, softmax_scale=0.125, causal=causal, upcast=False)
     fa.check_out(out, want, low)
     fa.check_lse(lse, want_lse)
 

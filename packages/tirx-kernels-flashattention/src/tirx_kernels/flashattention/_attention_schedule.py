@@ -7,8 +7,8 @@
 
 FlashAttention-3 (``tile_size_fwd_sm90``) picks (kBlockM, kBlockN) per head dim: 192 x 192
 (causal 192 x 128) for d 64, 128 x 176 (causal 128 x 128) for d 128, 128 x 128 for d 192 with
-dv 128, 128 x 80 for d 256. This kernel uses kBlockM = 128 (two consumer warpgroups of 64
-rows) and kBlockN = 128 (64 for d 256), with a K/V ring of ``stages`` slots plus the Q tile in
+dv 128, 128 x 80 for d 256. This kernel keeps kBlockM = 128 (two consumer warpgroups of 64
+rows) and takes upstream's kBlockN, with a K/V ring of ``stages`` slots plus the Q tile in
 shared memory. Pure Python (no compiler import).
 """
 
@@ -31,7 +31,9 @@ class Schedule:
     ``bn``: kBlockN; ``stages``: K/V ring slots; ``overlap``: FA3's intra-warpgroup overlap
     (S of block it with P V of block it - 1); ``pingpong``: FA3's inter-warpgroup schedule
     (named barriers order one consumer's GEMMs against the other's softmax; needs
-    ``overlap``); ``split_kv``: separate K and V barriers, so S starts before V lands.
+    ``overlap``); ``split_kv``: separate K and V barriers, so S starts before V lands;
+    ``regs``: the producer warpgroup's ``setmaxnreg`` (the consumers get the rest: 24 -> 240
+    as upstream's two-consumer kernel, 40 -> 232 as the first schedule).
     """
 
     bn: int
@@ -39,6 +41,7 @@ class Schedule:
     overlap: bool = True
     pingpong: bool = True
     split_kv: bool = True
+    regs: int = 24
 
 
 def _check_dims(d: int, dv: int) -> None:
@@ -47,9 +50,15 @@ def _check_dims(d: int, dv: int) -> None:
 
 
 def default_bn(d: int, dv: int, causal: bool) -> int:
-    """kBlockN: 128, 64 for d 256."""
+    """kBlockN of ``hopper/tile_size.h`` (``tile_size_fwd_sm90``, 16-bit inputs)."""
     _check_dims(d, dv)
-    return 128 if d + dv <= 320 else 64
+    if d == 64:
+        return 128 if causal else 192
+    if d == 128:
+        return 128 if causal else 176
+    if d == 192:
+        return 128
+    return 80
 
 
 def max_stages(d: int, dv: int, bn: int) -> int:
@@ -75,7 +84,10 @@ def pick_schedule(d: int, dv: int, causal: bool, override: dict | None = None) -
     overlap = override.get("overlap", True)
     # upstream's UseSchedulerBarrier (16-bit inputs): intra-warpgroup overlap and d <= 128
     pingpong = override.get("pingpong", d <= 128) and overlap
-    return Schedule(bn, stages, overlap, pingpong, override.get("split_kv", True))
+    regs = override.get("regs", 24)
+    if regs not in (24, 32, 40):
+        raise ValueError(f"producer registers {regs} must be 24, 32 or 40")
+    return Schedule(bn, stages, overlap, pingpong, override.get("split_kv", True), regs)
 
 
 def pick_tiles(d: int, dv: int, causal: bool = False) -> tuple[int, int]:

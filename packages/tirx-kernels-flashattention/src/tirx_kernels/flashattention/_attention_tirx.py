@@ -44,7 +44,7 @@ from tirx_kernels.core.toolchain import T
 from ._attention_schedule import BM, pick_schedule
 
 DTYPES = ("bfloat16", "float16")
-_PRODUCER_REGS, _CONSUMER_REGS = 40, 232
+_REG_BUDGET = 504  # setmaxnreg per thread: producer + 2 consumers (x 128 threads) <= 64K
 # named barriers of the ping-pong (upstream's FwdNamedBarriers::WarpSchedulerWG1, WG2): the
 # consumer warpgroup wg (1, 2) waits on 3 + wg before issuing its GEMMs; 0 is the CTA barrier
 _SCHED_BAR = 3
@@ -77,6 +77,7 @@ def make_flash_fwd(
     sched = schedule or pick_schedule(d, dv, causal, {})
     BN, nstages, split, pingpong = sched.bn, sched.stages, sched.split_kv, sched.pingpong
     group = heads_q // heads_kv
+    consumer_regs = (_REG_BUDGET - sched.regs) // 2 // 8 * 8
     mode = Swizzle.B128
     q_bytes = BM * d * 2
     k_bytes = BN * d * 2
@@ -136,7 +137,7 @@ def make_flash_fwd(
         else:
             n_blocks = total_n
         if wg == 0:
-            T.ptx.setmaxnreg.dec.sync.aligned.u32(_PRODUCER_REGS)
+            T.ptx.setmaxnreg.dec.sync.aligned.u32(sched.regs)
             if tid == 0:
                 T.ptx.mbarrier.arrive.expect_tx.shared.b64(qbar.ptr_to([0]), T.uint32(q_bytes))
                 _load_tile(
@@ -192,7 +193,7 @@ def make_flash_fwd(
                         )
                         kring.advance()
         else:
-            T.ptx.setmaxnreg.inc.sync.aligned.u32(_CONSUMER_REGS)
+            T.ptx.setmaxnreg.inc.sync.aligned.u32(consumer_regs)
             s = T.alloc_local((BN // 2,), "float32")
             o = T.alloc_local((dv // 2,), "float32")
             p = T.alloc_local((BN // 4,), "uint32")
