@@ -18,8 +18,11 @@ from tirx_kernels.core.sm90.wgmma import a_coord, acc_coord
 from tirx_kernels.flashattention import flash_attn_func
 from tirx_kernels.flashattention._attention_schedule import (
     BM,
+    ENV,
     HEAD_DIMS,
     num_kv_blocks,
+    parse_override,
+    pick_schedule,
     pick_tiles,
 )
 from tirx_kernels.flashattention.kernels import flash_attn_fwd as fa
@@ -275,3 +278,35 @@ def test_kv_ring_protocol_delivers_every_block_in_order(split, overlap, stages):
         for reads in _kv_protocol(n, stages, split, overlap, seed):
             assert [b for part, b in reads if part == "K"] == list(range(n))
             assert [b for part, b in reads if part == "V"] == list(range(n))
+
+
+def test_schedule_override_from_the_environment(monkeypatch):
+    monkeypatch.setenv(ENV, "bn=128, split_kv=0,pingpong=0")
+    s = pick_schedule(128, 128, False)
+    assert (s.bn, s.split_kv, s.pingpong, s.overlap) == (128, False, False, True)
+    monkeypatch.setenv(ENV, "overlap=0")
+    s = pick_schedule(64, 64, False)
+    assert (s.bn, s.overlap, s.pingpong) == (192, False, False)  # ping-pong needs overlap
+    monkeypatch.delenv(ENV)
+    assert pick_schedule(128, 128, False) == pick_schedule(128, 128, False, {})
+    assert pick_schedule(256, 256, True).pingpong is False  # upstream: d <= 128 only
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("bn", "must be key=value"),
+        ("tile=128", "must be key=value"),
+        ("bn=x", "bn must be a positive integer"),
+        ("overlap=2", "overlap must be 0 or 1"),
+    ],
+)
+def test_bad_schedule_override_names_the_variable(text, match):
+    with pytest.raises(ValueError, match=f"{ENV}: .*{match}|{ENV}: {match}"):
+        parse_override(text)
+
+
+@pytest.mark.parametrize("override", [{"bn": 100}, {"bn": 176, "stages": 3}, {"bn": 512}])
+def test_schedules_that_do_not_fit_are_refused(override):
+    with pytest.raises(ValueError, match="kBlockN"):
+        pick_schedule(128, 128, False, override)

@@ -9,17 +9,25 @@ FlashAttention-3 (``tile_size_fwd_sm90``) picks (kBlockM, kBlockN) per head dim:
 (causal 192 x 128) for d 64, 128 x 176 (causal 128 x 128) for d 128, 128 x 128 for d 192 with
 dv 128, 128 x 80 for d 256. This kernel keeps kBlockM = 128 (two consumer warpgroups of 64
 rows) and takes upstream's kBlockN, with a K/V ring of ``stages`` slots plus the Q tile in
-shared memory. Pure Python (no compiler import).
+shared memory.
+
+The environment variable ``TIRX_FLASH_ATTN_SCHEDULE`` overrides the default, e.g.
+``overlap=0`` or ``bn=128,split_kv=0,pingpong=0,regs=40`` (keys: ``bn``, ``stages``,
+``overlap``, ``pingpong``, ``split_kv``, ``regs``; flags 0/1); it is read at each call, so
+the compiled kernel follows it. Pure Python (no compiler import).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 
 BM = 128  # Q rows per CTA: 2 consumer warpgroups x 64
 SMEM_LIMIT = 227 * 1024  # sm_90a dynamic shared memory per block
 BARRIER_SLACK = 1024
 MAX_STAGES = 4
+ENV = "TIRX_FLASH_ATTN_SCHEDULE"
 
 HEAD_DIMS = ((64, 64), (128, 128), (256, 256), (192, 128))  # supported (d_qk, d_v)
 
@@ -68,9 +76,38 @@ def max_stages(d: int, dv: int, bn: int) -> int:
     return min(MAX_STAGES, (SMEM_LIMIT - BARRIER_SLACK - q_bytes) // stage_bytes)
 
 
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str) -> tuple:
+    return tuple(sorted(parse_override(text).items()))
+
+
+def parse_override(text: str) -> dict:
+    """``"bn=128,overlap=0"`` -> ``{"bn": 128, "overlap": False}``; ValueError naming ENV."""
+    out: dict = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or key not in {f.name for f in dataclasses.fields(Schedule)}:
+            raise ValueError(
+                f"{ENV}: {item!r} must be key=value with key one of bn, stages, overlap, "
+                "pingpong, split_kv, regs"
+            )
+        if key in ("bn", "stages", "regs"):
+            if not value.isdigit():
+                raise ValueError(f"{ENV}: {key} must be a positive integer, got {value!r}")
+            out[key] = int(value)
+        else:
+            if value not in ("0", "1"):
+                raise ValueError(f"{ENV}: {key} must be 0 or 1, got {value!r}")
+            out[key] = value == "1"
+    return out
+
+
 def pick_schedule(d: int, dv: int, causal: bool, override: dict | None = None) -> Schedule:
-    """The default schedule for head dims (``d``, ``dv``), with ``override`` applied."""
-    override = override or {}
+    """The default schedule for head dims (``d``, ``dv``), with ``override`` applied (None:
+    the one of ``TIRX_FLASH_ATTN_SCHEDULE``)."""
+    if override is None:
+        override = dict(_parsed(os.environ.get(ENV, "")))
     bn = override.get("bn", default_bn(d, dv, causal))
     if bn % 16 or not 16 <= bn <= 256:
         raise ValueError(f"kBlockN {bn} must be a multiple of 16 in 16..256")
