@@ -8,16 +8,21 @@ reference."""
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 import torch
 
+from tirx_kernels.core.sm90.pipeline import PhaseCounter, RingModel
 from tirx_kernels.core.sm90.wgmma import a_coord, acc_coord
 from tirx_kernels.flashattention import flash_attn_func
 from tirx_kernels.flashattention._attention_schedule import (
     BM,
+    ENV,
     HEAD_DIMS,
     num_kv_blocks,
+    parse_override,
+    pick_schedule,
     pick_tiles,
 )
 from tirx_kernels.flashattention.kernels import flash_attn_fwd as fa
@@ -70,11 +75,24 @@ def test_fake_shapes_without_a_gpu(d, dv):
         assert lse.shape == (2, 4, 5) and lse.dtype == torch.float32
 
 
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("d, dv", HEAD_DIMS)
-def test_tiles_fit_shared_memory(d, dv):
-    bn, stages = pick_tiles(d, dv)
+def test_tiles_fit_shared_memory(d, dv, causal):
+    bn, stages = pick_tiles(d, dv, causal)
     assert bn % 16 == 0 and stages >= 2
     assert BM * d * 2 + stages * bn * (d + dv) * 2 <= 227 * 1024 - 1024
+    # the 128B-swizzled tiles stay 1024-byte aligned: 64-column blocks of bn rows
+    assert (bn * 128) % 1024 == 0
+
+
+@pytest.mark.parametrize(
+    "d, dv, causal, bn",
+    [(64, 64, False, 192), (64, 64, True, 128), (128, 128, False, 176), (128, 128, True, 128)]
+    + [(192, 128, False, 128), (256, 256, False, 80), (256, 256, True, 80)],
+)
+def test_tiles_are_upstreams_kblockn(d, dv, causal, bn):
+    """hopper/tile_size.h (tile_size_fwd_sm90) for 16-bit inputs, kBlockM kept at 128."""
+    assert pick_tiles(d, dv, causal)[0] == bn
 
 
 def test_unsupported_head_dim_is_refused():
@@ -82,7 +100,7 @@ def test_unsupported_head_dim_is_refused():
         pick_tiles(96, 96)
 
 
-@pytest.mark.parametrize("bn", [64, 128])
+@pytest.mark.parametrize("bn", [64, 80, 128, 176, 192])
 def test_score_slices_are_the_a_fragment_of_p_v(bn):
     """The kernel feeds S registers 8 kk .. 8 kk + 7 (rounded to 16 bits) as the A operand
     of P V's k-step kk: they must hold the same (row, key) cells."""
@@ -169,3 +187,126 @@ def test_check_lse_fails_on_misplaced_neg_inf():
         fa.check_lse(torch.tensor([0.0, 1.0, 2.0]), want)
     with pytest.raises(AssertionError, match="max error"):
         fa.check_lse(torch.tensor([-math.inf, 1.1, 2.0]), want)
+
+
+def _kv_protocol(n, stages, split, overlap, seed):
+    """The kernel's K/V ring protocol (producer and two consumer warpgroups, as
+    ``_attention_tirx`` orders them) on the core ring model under a random interleaving:
+    returns each consumer's reads; raises on deadlock or on a slot overwritten early."""
+    rng = random.Random(seed)
+    lag = 1 if overlap else 0
+    rings = {"K": RingModel(stages, 2), "V": RingModel(stages, 2) if split else None}
+    rings["V"] = rings["V"] or rings["K"]  # one barrier per K/V slot
+    readers = {"K": [0] * stages, "V": [0] * stages}
+
+    def producer():
+        pos = {"K": PhaseCounter(stages), "V": PhaseCounter(stages)}
+        order = []
+        for it in range(n + (lag if split else 0)):
+            if not split:
+                order.append((("K", "V"), it))
+                continue
+            if it < n:
+                order.append((("K",), it))
+            if it >= lag:
+                order.append((("V",), it - lag))
+        for parts, block in order:
+            c = pos[parts[0]]
+            ring = rings[parts[0]]
+            while not ring.empty[c.stage].try_wait_parity(c.phase ^ 1):
+                yield
+            ring.full[c.stage].arrive(expect_tx=len(parts))
+            for part in parts:
+                assert readers[part][c.stage] == 0, f"{part} slot overwritten while read"
+                ring.slots[c.stage] = dict(ring.slots[c.stage] or {}, **{part: block})
+                yield
+                ring.full[c.stage].complete_tx(1)
+            for part in parts:
+                pos[part].advance()
+
+    def consumer(reads):
+        pos = {"K": PhaseCounter(stages), "V": PhaseCounter(stages)}
+
+        def wait(part):
+            c = pos[part]
+            while not rings[part].full[c.stage].try_wait_parity(c.phase):
+                yield
+            readers[part][c.stage] += 1
+            reads.append((part, rings[part].slots[c.stage][part]))
+
+        def release(part):
+            c = pos[part]
+            readers[part][c.stage] -= 1
+            if split or part == "V":
+                rings[part].empty[c.stage].arrive()
+            c.advance()
+
+        if overlap:  # S(0), then S(it) with P V(it - 1), then P V(n - 1)
+            steps = [("s", 0)] + [x for it in range(1, n) for x in (("s", it), ("pv", it - 1))]
+            steps.append(("pv", n - 1))
+        else:
+            steps = [x for it in range(n) for x in (("s", it), ("pv", it))]
+        for kind, _ in steps:
+            part = "K" if kind == "s" else "V"
+            if split or part == "K":
+                yield from wait(part)
+            else:  # V came with K: its slot is the one K was read from
+                readers["V"][pos["V"].stage] += 1
+                reads.append(("V", rings["K"].slots[pos["V"].stage]["V"]))
+            yield
+            release(part)
+
+    reads = [[], []]
+    actors = [producer(), consumer(reads[0]), consumer(reads[1])]
+    for _ in range(100000):
+        if not actors:
+            return reads
+        a = rng.choice(actors)
+        try:
+            next(a)
+        except StopIteration:
+            actors.remove(a)
+    raise RuntimeError("deadlock")
+
+
+@pytest.mark.parametrize("split", [True, False])
+@pytest.mark.parametrize("overlap", [True, False])
+@pytest.mark.parametrize("stages", [2, 4])
+def test_kv_ring_protocol_delivers_every_block_in_order(split, overlap, stages):
+    n = 7
+    for seed in range(20):
+        for reads in _kv_protocol(n, stages, split, overlap, seed):
+            assert [b for part, b in reads if part == "K"] == list(range(n))
+            assert [b for part, b in reads if part == "V"] == list(range(n))
+
+
+def test_schedule_override_from_the_environment(monkeypatch):
+    monkeypatch.setenv(ENV, "bn=128, split_kv=0,pingpong=0")
+    s = pick_schedule(128, 128, False)
+    assert (s.bn, s.split_kv, s.pingpong, s.overlap) == (128, False, False, True)
+    monkeypatch.setenv(ENV, "overlap=0")
+    s = pick_schedule(64, 64, False)
+    assert (s.bn, s.overlap, s.pingpong) == (192, False, False)  # ping-pong needs overlap
+    monkeypatch.delenv(ENV)
+    assert pick_schedule(128, 128, False) == pick_schedule(128, 128, False, {})
+    assert pick_schedule(256, 256, True).pingpong is False  # upstream: d <= 128 only
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("bn", "must be key=value"),
+        ("tile=128", "must be key=value"),
+        ("bn=x", "bn must be a positive integer"),
+        ("overlap=2", "overlap must be 0 or 1"),
+    ],
+)
+def test_bad_schedule_override_names_the_variable(text, match):
+    with pytest.raises(ValueError, match=f"{ENV}: .*{match}|{ENV}: {match}"):
+        parse_override(text)
+
+
+@pytest.mark.parametrize("override", [{"bn": 100}, {"bn": 176, "stages": 3}, {"bn": 512}])
+def test_schedules_that_do_not_fit_are_refused(override):
+    with pytest.raises(ValueError, match="kBlockN"):
+        pick_schedule(128, 128, False, override)

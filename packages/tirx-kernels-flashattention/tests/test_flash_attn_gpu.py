@@ -13,6 +13,7 @@ import torch
 
 from tirx_kernels.core import toolchain
 from tirx_kernels.flashattention import flash_attn_func
+from tirx_kernels.flashattention._attention_schedule import pick_schedule
 from tirx_kernels.flashattention._attention_tirx import make_flash_fwd
 from tirx_kernels.flashattention.kernels import flash_attn_fwd as fa
 
@@ -55,15 +56,29 @@ def test_matches_reference_eager_graph_compile(causal):
     torch.testing.assert_close(compiled(**data), out * 2, rtol=0, atol=0)
 
 
+# schedule overrides: the default, the first working schedule (one barrier per K/V slot, no
+# ping-pong), and the simplest (each GEMM waited for)
+SCHEDULES = (
+    {},
+    {"bn": 128, "split_kv": False, "pingpong": False, "regs": 40},
+    {"bn": 128, "overlap": False, "split_kv": False, "pingpong": False, "regs": 40},
+)
+
+
 @needs_sm90a
-@pytest.mark.parametrize("overlap", [False, True])
-def test_both_schedules_match_reference(overlap):
-    """The simple schedule (each GEMM waited for) and the overlapped one, launched directly:
-    if only the overlapped one fails, the overlap is at fault."""
-    b, sq, sk, hq, hk, d = 1, 200, 333, 4, 2, 64
+@pytest.mark.parametrize(
+    "override", SCHEDULES, ids=lambda o: ",".join(map(str, o.items())) or "default"
+)
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_schedules_match_reference(override, d, causal):
+    """Each schedule, launched directly: if only the default fails, its additions are at
+    fault."""
+    b, sq, sk, hq, hk = 1, 200, 333, 4, 2
     data = _data(b, sq, sk, hq, hk, d)
+    schedule = pick_schedule(d, d, causal, override)
     kernel = toolchain.compile(
-        make_flash_fwd(b, sq, sk, hq, hk, d, d, "bfloat16", True, 0.125, overlap=overlap)
+        make_flash_fwd(b, sq, sk, hq, hk, d, d, "bfloat16", causal, 0.125, schedule)
     )
     out = torch.empty(b, sq, hq, d, dtype=torch.bfloat16, device="cuda")
     lse = torch.empty(b, hq, sq, dtype=torch.float32, device="cuda")
@@ -75,8 +90,8 @@ def test_both_schedules_match_reference(overlap):
         lse.view(-1),
     )
     torch.cuda.synchronize()
-    want, want_lse = fa.reference(**data, softmax_scale=0.125, causal=True)
-    low, _ = fa.reference(**data, softmax_scale=0.125, causal=True, upcast=False)
+    want, want_lse = fa.reference(**data, softmax_scale=0.125, causal=causal)
+    low, _ = fa.reference(**data, softmax_scale=0.125, causal=causal, upcast=False)
     fa.check_out(out, want, low)
     fa.check_lse(lse, want_lse)
 

@@ -41,10 +41,13 @@ from tirx_kernels.core.sm90.wgmma import (
 )
 from tirx_kernels.core.toolchain import T
 
-from ._attention_schedule import BM, pick_tiles
+from ._attention_schedule import BM, pick_schedule
 
 DTYPES = ("bfloat16", "float16")
-_PRODUCER_REGS, _CONSUMER_REGS = 40, 232
+_REG_BUDGET = 504  # setmaxnreg per thread: producer + 2 consumers (x 128 threads) <= 64K
+# named barriers of the ping-pong (upstream's FwdNamedBarriers::WarpSchedulerWG1, WG2): the
+# consumer warpgroup wg (1, 2) waits on 3 + wg before issuing its GEMMs; 0 is the CTA barrier
+_SCHED_BAR = 3
 _CVT = {"bfloat16": "bf16x2", "float16": "f16x2"}
 LOG2E = 1.4426950408889634
 NINF = -math.inf
@@ -52,24 +55,11 @@ NINF = -math.inf
 
 @functools.cache
 def make_flash_fwd(
-    batch,
-    seqlen_q,
-    seqlen_k,
-    heads_q,
-    heads_kv,
-    d,
-    dv,
-    dtype,
-    causal,
-    scale,
-    bn=None,
-    stages=None,
-    overlap=True,
+    batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, dtype, causal, scale, schedule=None
 ):
     """The PrimFunc for one static problem (every size a positive int; ``scale`` a float).
 
-    ``overlap``: FA3's intra-warpgroup overlap of S = Q K^T (block it) with P V (block it - 1)
-    and the softmax; False waits for each GEMM (the first, simplest schedule).
+    ``schedule``: a :class:`Schedule` (default :func:`pick_schedule` of the head dims).
     """
     if dtype not in DTYPES:
         raise ValueError(f"flash_attn_fwd: dtype must be one of {DTYPES}, got {dtype!r}")
@@ -84,19 +74,21 @@ def make_flash_fwd(
             raise ValueError(f"flash_attn_fwd: {name} must be a positive int, got {v!r}")
     if heads_q % heads_kv:
         raise ValueError("flash_attn_fwd: heads_q must be a multiple of heads_kv")
-    BN, nstages = pick_tiles(d, dv)
-    BN, nstages = bn or BN, stages or nstages
+    sched = schedule or pick_schedule(d, dv, causal, {})
+    BN, nstages, split, pingpong = sched.bn, sched.stages, sched.split_kv, sched.pingpong
     group = heads_q // heads_kv
+    consumer_regs = (_REG_BUDGET - sched.regs) // 2 // 8 * 8
     mode = Swizzle.B128
     q_bytes = BM * d * 2
     k_bytes = BN * d * 2
     v_bytes = BN * dv * 2
-    stage_bytes = k_bytes + v_bytes
+    stage_bytes = k_bytes + v_bytes  # slot s: K at q_bytes + s * stage_bytes, V after it
     smem = q_bytes + nstages * stage_bytes
     num_m = -(-seqlen_q // BM)
     total_n = -(-seqlen_k // BN)
     shift = seqlen_k - seqlen_q  # bottom-right causal alignment
     scale_log2 = float(scale) * LOG2E
+    lag = 1 if sched.overlap else 0  # the producer loads V of block it - lag after K of it
     desc_q = kmajor_descriptor_base(mode, BM)
     desc_k = kmajor_descriptor_base(mode, BN)
     desc_v = mnmajor_descriptor_base(mode, BN)
@@ -126,36 +118,82 @@ def make_flash_fwd(
         hk = h // group
         arena = T.alloc_shared((smem // 2,), dtype, scope="shared.dyn", align=1024)
         qbar = T.alloc_shared((1,), "uint64", align=8)
-        ring = dsl.Ring(nstages)
+        # K ring; with split_kv a V ring over the same slots (upstream's pipeline_k and
+        # pipeline_v), else one barrier per slot for K and V together and ``vring`` is only
+        # the consumer's V read counter
+        kring = dsl.Ring(nstages)
+        vring = dsl.Ring(nstages)
         if tid == 0:
-            ring.init(8)  # one elected lane per consumer warp
+            kring.init(8)  # one elected lane per consumer warp
+            if T.constexpr(split):
+                vring.init(8)
             T.ptx.mbarrier.init.shared.b64(qbar.ptr_to([0]), T.uint32(1))
-            ring.fence_init()
+            kring.fence_init()
         T.cuda.cta_sync()
-        ring.reset()
+        kring.reset()
+        vring.reset()
         if T.constexpr(causal):
             n_blocks = T.min(total_n, (T.max(mb * BM + BM + shift, 0) + (BN - 1)) // BN)
         else:
             n_blocks = total_n
         if wg == 0:
-            T.ptx.setmaxnreg.dec.sync.aligned.u32(_PRODUCER_REGS)
+            T.ptx.setmaxnreg.dec.sync.aligned.u32(sched.regs)
             if tid == 0:
                 T.ptx.mbarrier.arrive.expect_tx.shared.b64(qbar.ptr_to([0]), T.uint32(q_bytes))
                 _load_tile(
                     arena, 0, BM, d, Q, qbar.ptr_to([0]), b * seqlen_q + mb * BM, h * d, dtype
                 )
-                for it in T.serial(n_blocks):
-                    ring.producer_acquire()
-                    ring.producer_expect(stage_bytes)
-                    slot = q_bytes + ring.stage * stage_bytes
-                    kv_row = b * seqlen_k + it * BN
-                    _load_tile(arena, slot, BN, d, K, ring.full_bar(), kv_row, hk * d, dtype)
-                    _load_tile(
-                        arena, slot + k_bytes, BN, dv, V, ring.full_bar(), kv_row, hk * dv, dtype
-                    )
-                    ring.advance()
+                kv0 = b * seqlen_k
+                if T.constexpr(split):
+                    # K of block it, then V of block it - lag (upstream's load: S of block it
+                    # needs K before P V of block it - 1 needs V)
+                    for it in T.serial(n_blocks + lag):
+                        if it < n_blocks:
+                            kring.producer_acquire()
+                            kring.producer_expect(k_bytes)
+                            slot = q_bytes + kring.stage * stage_bytes
+                            _load_tile(
+                                arena,
+                                slot,
+                                BN,
+                                d,
+                                K,
+                                kring.full_bar(),
+                                kv0 + it * BN,
+                                hk * d,
+                                dtype,
+                            )
+                            kring.advance()
+                        if it >= lag:
+                            vring.producer_acquire()
+                            vring.producer_expect(v_bytes)
+                            slot = q_bytes + vring.stage * stage_bytes + k_bytes
+                            kv_row = kv0 + (it - lag) * BN
+                            _load_tile(
+                                arena, slot, BN, dv, V, vring.full_bar(), kv_row, hk * dv, dtype
+                            )
+                            vring.advance()
+                else:
+                    for it in T.serial(n_blocks):
+                        kring.producer_acquire()
+                        kring.producer_expect(stage_bytes)
+                        slot = q_bytes + kring.stage * stage_bytes
+                        kv_row = kv0 + it * BN
+                        _load_tile(arena, slot, BN, d, K, kring.full_bar(), kv_row, hk * d, dtype)
+                        _load_tile(
+                            arena,
+                            slot + k_bytes,
+                            BN,
+                            dv,
+                            V,
+                            kring.full_bar(),
+                            kv_row,
+                            hk * dv,
+                            dtype,
+                        )
+                        kring.advance()
         else:
-            T.ptx.setmaxnreg.inc.sync.aligned.u32(_CONSUMER_REGS)
+            T.ptx.setmaxnreg.inc.sync.aligned.u32(consumer_regs)
             s = T.alloc_local((BN // 2,), "float32")
             o = T.alloc_local((dv // 2,), "float32")
             p = T.alloc_local((BN // 4,), "uint32")
@@ -165,7 +203,6 @@ def make_flash_fwd(
             mx = T.alloc_local((1,), "float32")
             msc = T.alloc_local((1,), "float32")
             rs = T.alloc_local((1,), "float32")
-            prev = T.alloc_local((1,), "int32")
             packed = T.local_scalar("uint32")
             t = tid - 128 * wg
             lane = tid % 32
@@ -180,68 +217,53 @@ def make_flash_fwd(
                 lsum[hh] = T.float32(0)
             T.cuda.mbarrier_wait(qbar.ptr_to([0]), 0)
             dq = dsl.descriptor(desc_q, base + T.uint32((wg - 1) * 64 * 128))
-            if T.constexpr(not overlap):
+            kslot = (desc_k, base + T.uint32(q_bytes), stage_bytes)  # K of slot 0, slot bytes
+            vslot = (desc_v, base + T.uint32(q_bytes + k_bytes), stage_bytes)
+            if T.constexpr(not sched.overlap):
                 # each GEMM waited for before the softmax
                 for it in T.serial(n_blocks):
-                    ring.consumer_wait()
-                    kbase = base + T.cast(q_bytes + ring.stage * stage_bytes, "uint32")
-                    dsl.wgmma_fence()
-                    _qk_ksteps(s, dq, dsl.descriptor(desc_k, kbase), q_steps, k_steps, BN, dtype)
-                    dsl.wgmma_commit()
+                    _issue_s(s, dq, kslot, kring, q_steps, k_steps, BN, dtype)
                     dsl.wgmma_wait(0)
+                    _done_k(kring, lane, split)
                     _mask(s, it * BN, row, col, row0, BN, seqlen_k, shift, causal)
                     _online_softmax(s, m, lsum, corr, mx, msc, rs, BN, scale_log2)
                     _rescale(o, corr, dv)
                     _to_p(p, s, BN, dtype)
-                    dsl.wgmma_fence()
-                    _pv_ksteps(
-                        o, p, dsl.descriptor(desc_v, kbase + T.uint32(k_bytes)), v_steps, dv, dtype
-                    )
-                    dsl.wgmma_commit()
+                    _issue_pv(o, p, vslot, vring, v_steps, dv, dtype, split)
                     dsl.wgmma_wait(0)
-                    if lane == 0:
-                        ring.consumer_release(ring.stage)
-                    ring.advance()
+                    _done_v(kring, vring, lane, split)
             elif n_blocks > 0:
                 # FA3's intra-warpgroup overlap: S of block it and P V of block it - 1 are in
-                # flight together; the softmax of block it runs while P V finishes
-                ring.consumer_wait()
-                kbase = base + T.cast(q_bytes + ring.stage * stage_bytes, "uint32")
-                dsl.wgmma_fence()
-                _qk_ksteps(s, dq, dsl.descriptor(desc_k, kbase), q_steps, k_steps, BN, dtype)
-                dsl.wgmma_commit()
+                # flight together; the softmax of block it runs while P V finishes. With
+                # ``pingpong`` the two warpgroups take turns issuing their GEMMs (upstream's
+                # warp_scheduler_barrier_sync/arrive), so one's softmax runs under the
+                # other's GEMMs; the first warpgroup gets the first turn (upstream's mma_init).
+                # Both run the same n_blocks, so the turns pair up.
+                if T.constexpr(pingpong):
+                    if wg == 1:
+                        T.ptx.bar.arrive(T.uint32(_SCHED_BAR + 1), T.uint32(256))
+                _issue_s(s, dq, kslot, kring, q_steps, k_steps, BN, dtype)
                 dsl.wgmma_wait(0)
+                _done_k(kring, lane, split)
                 _mask(s, 0, row, col, row0, BN, seqlen_k, shift, causal)
                 _online_softmax(s, m, lsum, corr, mx, msc, rs, BN, scale_log2)
                 _to_p(p, s, BN, dtype)  # O is still 0: nothing to rescale
-                prev[0] = ring.stage
-                ring.advance()
                 for it in T.serial(1, n_blocks):
-                    ring.consumer_wait()
-                    kbase = base + T.cast(q_bytes + ring.stage * stage_bytes, "uint32")
-                    vprev = base + T.cast(q_bytes + prev[0] * stage_bytes + k_bytes, "uint32")
-                    dsl.wgmma_fence()
-                    _qk_ksteps(s, dq, dsl.descriptor(desc_k, kbase), q_steps, k_steps, BN, dtype)
-                    dsl.wgmma_commit()
-                    _pv_ksteps(o, p, dsl.descriptor(desc_v, vprev), v_steps, dv, dtype)
-                    dsl.wgmma_commit()
+                    _sched_sync(wg, pingpong)
+                    _issue_s(s, dq, kslot, kring, q_steps, k_steps, BN, dtype)
+                    _issue_pv(o, p, vslot, vring, v_steps, dv, dtype, split)
+                    _sched_arrive(wg, pingpong)
                     dsl.wgmma_wait(1)  # S done (groups complete in order); P V may run on
+                    _done_k(kring, lane, split)
                     _mask(s, it * BN, row, col, row0, BN, seqlen_k, shift, causal)
                     _online_softmax(s, m, lsum, corr, mx, msc, rs, BN, scale_log2)
                     dsl.wgmma_wait(0)  # P V of block it - 1 done: its slot, P and O are free
-                    if lane == 0:
-                        ring.consumer_release(prev[0])
+                    _done_v(kring, vring, lane, split)
                     _rescale(o, corr, dv)
                     _to_p(p, s, BN, dtype)
-                    prev[0] = ring.stage
-                    ring.advance()
-                vprev = base + T.cast(q_bytes + prev[0] * stage_bytes + k_bytes, "uint32")
-                dsl.wgmma_fence()
-                _pv_ksteps(o, p, dsl.descriptor(desc_v, vprev), v_steps, dv, dtype)
-                dsl.wgmma_commit()
+                _issue_pv(o, p, vslot, vring, v_steps, dv, dtype, split)
                 dsl.wgmma_wait(0)
-                if lane == 0:
-                    ring.consumer_release(prev[0])
+                _done_v(kring, vring, lane, split)
             # epilogue (hopper/softmax.h finalize, hopper/epilogue_fwd.hpp)
             for hh in T.unroll(2):
                 rs[0] = T.cuda.warp_sum(lsum[hh], 4)
@@ -345,9 +367,67 @@ def _load_tile(arena, offset, rows, cols, src, bar, row, col, dtype):
         dsl.tma_load_tile(view, src, bar, (row, col + 64 * j), mode)
 
 
-def _qk_ksteps(s, dq, dk, q_steps, k_steps, bn, dtype):
-    """S = Q K^T over the head dim (overwrites S): one ``wgmma`` SS per k16 step."""
+@T.inline
+def _issue_s(s, dq, kslot, kring, q_steps, k_steps, bn, dtype):
+    """Wait for the next K tile and issue S = Q K^T on it (one commit group)."""
+    kring.consumer_wait()
+    dk = _slot_descriptor(kslot, kring.stage)
+    dsl.wgmma_fence()
     dsl.mma_ksteps(s, dq, dk, q_steps, k_steps, T.bool(False), bn, dtype)
+    dsl.wgmma_commit()
+
+
+@T.inline
+def _sched_sync(wg, pingpong):
+    """Wait for this warpgroup's turn to issue GEMMs (named barrier 3 + wg, both warpgroups)."""
+    if T.constexpr(pingpong):
+        T.ptx.bar.sync(T.cast(_SCHED_BAR + wg, "uint32"), T.uint32(256))
+
+
+@T.inline
+def _sched_arrive(wg, pingpong):
+    """Give the other consumer warpgroup (3 - wg) its turn."""
+    if T.constexpr(pingpong):
+        T.ptx.bar.arrive(T.cast(_SCHED_BAR + 3 - wg, "uint32"), T.uint32(256))
+
+
+@T.inline
+def _done_k(kring, lane, split):
+    """S has read its K tile: with ``split``, free the slot's K half (upstream releases K
+    right after S); else the slot is freed with V (:func:`_done_v`)."""
+    if T.constexpr(split):
+        if lane == 0:
+            kring.consumer_release(kring.stage)
+    kring.advance()
+
+
+@T.inline
+def _issue_pv(o, p, vslot, vring, v_steps, dv, dtype, split):
+    """Wait for the next V tile (``split``; else it came with K) and issue O += P V on it:
+    one ``wgmma`` RS per k16 step (one commit group)."""
+    if T.constexpr(split):
+        vring.consumer_wait()
+    dvd = _slot_descriptor(vslot, vring.stage)
+    dsl.wgmma_fence()
+    _pv_ksteps(o, p, dvd, v_steps, dv, dtype)
+    dsl.wgmma_commit()
+
+
+@T.inline
+def _done_v(kring, vring, lane, split):
+    """P V has read its V tile: free it (with ``split`` the V ring's slot, else the K/V slot)."""
+    if lane == 0:
+        if T.constexpr(split):
+            vring.consumer_release(vring.stage)
+        else:
+            kring.consumer_release(vring.stage)
+    vring.advance()
+
+
+def _slot_descriptor(slot, stage):
+    """Descriptor of a ring tile: ``slot`` = (descriptor base, address of slot 0, slot bytes)."""
+    desc, addr0, nbytes = slot
+    return dsl.descriptor(desc, addr0 + T.cast(stage * nbytes, "uint32"))
 
 
 def _pv_ksteps(o, p, dvd, v_steps, dv, dtype):

@@ -18,18 +18,17 @@ import torch
 from tirx_kernels.core import toolchain
 from tirx_kernels.core.ops import public_op
 
-from ._attention_schedule import HEAD_DIMS
+from ._attention_schedule import HEAD_DIMS, pick_schedule
 from ._attention_tirx import DTYPES, make_flash_fwd
 
 _TORCH_DTYPES = {getattr(torch, name): name for name in DTYPES}
 
 
 @functools.cache
-def compiled(batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, dtype, causal, scale):
-    """One executable per problem shape (sizes are compile-time constants)."""
-    return toolchain.compile(
-        make_flash_fwd(batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, dtype, causal, scale)
-    )
+def compiled(shape, dtype, causal, scale, schedule):
+    """One executable per problem ``shape`` (batch, seqlen_q, seqlen_k, heads_q, heads_kv, d,
+    dv) and schedule (sizes are compile-time constants)."""
+    return toolchain.compile(make_flash_fwd(*shape, dtype, causal, scale, schedule))
 
 
 @public_op("flashattention_fwd", mutates_args=("out", "lse"))
@@ -50,18 +49,9 @@ def _fwd(
         out.zero_()
         lse.fill_(-math.inf)
         return
-    kernel = compiled(
-        batch,
-        seqlen_q,
-        seqlen_k,
-        heads_q,
-        heads_kv,
-        d,
-        dv,
-        _TORCH_DTYPES[q.dtype],
-        bool(causal),
-        float(softmax_scale),
-    )
+    shape = (batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv)
+    schedule = pick_schedule(d, dv, bool(causal))
+    kernel = compiled(shape, _TORCH_DTYPES[q.dtype], bool(causal), float(softmax_scale), schedule)
     kernel(
         q.view(batch * seqlen_q, heads_q * d),
         k.view(batch * seqlen_k, heads_kv * d),

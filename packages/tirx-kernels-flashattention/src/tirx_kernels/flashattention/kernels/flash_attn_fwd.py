@@ -28,6 +28,7 @@ import torch
 
 from tirx_kernels.core.testing import available, bench, randn, skip_unless_gpu
 
+from .._attention_schedule import pick_schedule
 from .._attention_tirx import make_flash_fwd
 from ..attention import flash_attn_func
 
@@ -83,9 +84,8 @@ BENCH_CONFIGS = [{key: row[i] for i, key in _KEYS} for row in _BENCHES]
 
 
 def get_kernel(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal, **_):
-    return make_flash_fwd(
-        batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, dtype, causal, d**-0.5
-    )
+    shape = (batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv)
+    return make_flash_fwd(*shape, dtype, causal, d**-0.5, pick_schedule(d, dv, causal))
 
 
 def prepare_data(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, **_):
