@@ -16,7 +16,11 @@ in ``_mla_decode_schedule``; design notes in docs/mla_decode.md.
 Configs: ``s_k`` is the length of every request, or with ``varlen`` the mean of ragged
 lengths that include 1, 63, 64, 65 and non-multiples of 64 (and are >= s_q with causal);
 block tables are shuffled, unused entries hold an out-of-range index and unused cache rows
-NaN (as FlashMLA's test), which the kernels must never read. run_test goes through the
+NaN (as FlashMLA's test), which the kernels must never read. ``badpages`` configs also put
+out-of-range entries (negative, ``num_blocks``, huge) among the used ones, give one request
+a table row of bad entries only and make request 0 longer than its table row: the kernels
+guard these on the device (a token is attended only if its block is inside the table and
+its entry inside the cache), and the reference applies the same rule. run_test goes through the
 public API and compares out and lse with a torch fp32 reference that gathers the pages, at
 FlashMLA's tolerances (out: abs 8e-4 + rel 2.01/128 against the reference rounded to the
 dtype; lse: abs 1e-6 + rel 8.01/65536). run_bench times the op (metadata precomputed, no
@@ -187,6 +191,39 @@ CONFIGS = [
         "varlen": False,
         "causal": False,
     },
+    {
+        "label": "bf16_h128_sq1_b8_sk600_var_badpages",
+        "dtype": "bfloat16",
+        "h_q": 128,
+        "s_q": 1,
+        "batch": 8,
+        "s_k": 600,
+        "varlen": True,
+        "causal": False,
+        "badpages": True,
+    },
+    {
+        "label": "fp16_h16_sq2_b6_sk300_var_causal_badpages",
+        "dtype": "float16",
+        "h_q": 16,
+        "s_q": 2,
+        "batch": 6,
+        "s_k": 300,
+        "varlen": True,
+        "causal": True,
+        "badpages": True,
+    },
+    {
+        "label": "bf16_h64_sq1_b5_sk2000_badpages",
+        "dtype": "bfloat16",
+        "h_q": 64,
+        "s_q": 1,
+        "batch": 5,
+        "s_k": 2000,
+        "varlen": False,
+        "causal": False,
+        "badpages": True,
+    },
 ]
 
 BENCH_CONFIGS = [
@@ -306,42 +343,75 @@ def seqlens_of(batch, s_k, varlen, s_q=1, causal=False, seed=0):
 
 
 def prepare_data(
-    dtype="bfloat16", h_q=128, s_q=1, batch=4, s_k=1024, varlen=False, causal=False, **_
+    dtype="bfloat16",
+    h_q=128,
+    s_q=1,
+    batch=4,
+    s_k=1024,
+    varlen=False,
+    causal=False,
+    badpages=False,
+    **_,
 ):
     """(q, k_cache, block_table, cache_seqlens) on the GPU, deterministic (CPU generator)."""
     seqlens = seqlens_of(batch, s_k, varlen, s_q, causal)
     g = torch.Generator().manual_seed(1234 + batch + s_k + h_q + s_q)
     tdt = getattr(torch, dtype)
     max_blocks = -(-max(seqlens) // 256) * 256 // PAGE
+    if badpages:
+        seqlens[0] = PAGE * max_blocks + 37  # longer than its table row
     q = (torch.randn(batch, s_q, h_q, D_QK, generator=g) / 10).clamp_(-1, 1)
     n = batch * max_blocks
     table = torch.randperm(n, generator=g).to(torch.int32).view(batch, max_blocks)
     k = (torch.randn(n, PAGE, 1, D_QK, generator=g) / 10).clamp_(-1, 1)
     for b, s in enumerate(seqlens):
+        s = min(s, PAGE * max_blocks)
         used = -(-s // PAGE)
         k[table[b, used:].long()] = float("nan")
         if s % PAGE:
             k[int(table[b, used - 1]), s % PAGE :] = float("nan")
         table[b, used:] = _UNUSED_BLOCK
+    if badpages:
+        bad = [-1, n, n + 5, _UNUSED_BLOCK, -(2**31)]
+        for b, s in enumerate(seqlens):
+            used = min(-(-s // PAGE), max_blocks)
+            if b == 3:
+                table[b, :used] = -3  # nothing of this request is in the cache
+            elif used:
+                table[b, (7 * b) % used] = bad[b % len(bad)]
     cache_seqlens = torch.tensor(seqlens, dtype=torch.int32)
     return q.to(tdt).cuda(), k.to(tdt).cuda(), table.cuda(), cache_seqlens.cuda()
 
 
+def attended(block_table_row, num_blocks, s_k):
+    """(clamped page of each block, token mask) of one request: token t < s_k is attended iff
+    its block is inside the table row and its entry in ``[0, num_blocks)``."""
+    nblk = min(-(-s_k // PAGE), block_table_row.shape[0])
+    entries = block_table_row[:nblk].long()
+    ok = (entries >= 0) & (entries < num_blocks)
+    tok_ok = ok.repeat_interleave(PAGE)[:s_k]
+    return torch.where(ok, entries, 0), tok_ok
+
+
 def reference(q, k_cache, block_table, cache_seqlens, causal=False, softmax_scale=None):
-    """torch fp32: per request gather its pages, softmax(scale q k^T) v; a row with nothing to
-    attend gets out 0 and lse +inf. Returns (out fp32 (b, s_q, h_q, 512), lse (b, h_q, s_q))."""
+    """torch fp32: per request gather its pages, softmax(scale q k^T) v over the attended
+    tokens (:func:`attended`); a row with nothing to attend gets out 0 and lse +inf.
+    Returns (out fp32 (b, s_q, h_q, 512), lse (b, h_q, s_q))."""
     b, s_q, h_q, d = q.shape
     scale = softmax_scale if softmax_scale is not None else d**-0.5
     out = torch.zeros(b, s_q, h_q, D_V, dtype=torch.float32, device=q.device)
     lse = torch.full((b, h_q, s_q), math.inf, dtype=torch.float32, device=q.device)
-    for i, s_k in enumerate(cache_seqlens.tolist()):
-        pages = block_table[i, : -(-s_k // PAGE)].long()
+    for i, s_len in enumerate(cache_seqlens.tolist()):
+        pages, tok_ok = attended(block_table[i], k_cache.shape[0], s_len)
+        s_k = tok_ok.shape[0]  # s_len cut at the end of the table row
         kv = k_cache[pages].reshape(-1, d)[:s_k].float()  # (s_k, 576)
+        kv = torch.where(tok_ok[:, None], kv, 0.0)
         qi = q[i].float().transpose(0, 1)  # (h_q, s_q, 576)
         w = qi @ kv.T * scale  # (h_q, s_q, s_k)
+        w = w.masked_fill(~tok_ok, -math.inf)
         if causal and s_q > 1:
             tok = torch.arange(s_k, device=q.device)
-            lim = s_k - s_q + torch.arange(s_q, device=q.device)
+            lim = s_len - s_q + torch.arange(s_q, device=q.device)
             w = w.masked_fill(tok[None, :] > lim[:, None], -math.inf)
         li = torch.logsumexp(w, dim=-1)  # (h_q, s_q)
         oi = torch.softmax(w, dim=-1) @ kv[:, :D_V]
@@ -353,17 +423,39 @@ def reference(q, k_cache, block_table, cache_seqlens, causal=False, softmax_scal
     return out, lse
 
 
-def run_test(dtype="bfloat16", h_q=128, s_q=1, batch=4, s_k=1024, varlen=False, causal=False, **_):
+def compare(out, lse, want_out, want_lse):
+    """assert_close of out (against the reference rounded to out's dtype) and lse at
+    FlashMLA's tolerances; an lse of +inf (nothing attended) must match exactly."""
+    both = torch.isposinf(lse) & torch.isposinf(want_lse)
+    return {
+        "max_err_out": assert_close("out", out, want_out.to(out.dtype), **OUT_TOLS),
+        "max_err_lse": assert_close(
+            "lse", lse.masked_fill(both, 0.0), want_lse.masked_fill(both, 0.0), **LSE_TOLS
+        ),
+    }
+
+
+def run_test(
+    dtype="bfloat16",
+    h_q=128,
+    s_q=1,
+    batch=4,
+    s_k=1024,
+    varlen=False,
+    causal=False,
+    badpages=False,
+    **_,
+):
     skip_unless_gpu(KERNEL_META)
-    q, k_cache, table, seqlens = prepare_data(dtype, h_q, s_q, batch, s_k, varlen, causal)
+    q, k_cache, table, seqlens = prepare_data(dtype, h_q, s_q, batch, s_k, varlen, causal, badpages)
     meta, splits = get_mla_metadata(seqlens, s_q * h_q, 1)
     out, lse = flash_mla_with_kvcache(q, k_cache, table, seqlens, D_V, meta, splits, causal=causal)
     torch.cuda.synchronize()
     want_out, want_lse = reference(q, k_cache, table, seqlens, causal)
     report = {"splits": int(splits[-1]), "parts": int(meta.shape[0])}
-    report["max_err_out"] = assert_close("out", out, want_out.to(q.dtype), **OUT_TOLS)
-    report["max_err_lse"] = assert_close("lse", lse, want_lse, **LSE_TOLS)
-    if available("flash_mla"):  # FlashMLA's own result, reported (the check is the reference)
+    report.update(compare(out, lse, want_out, want_lse))
+    # FlashMLA's own result, reported (the check is the reference); it has no page guards
+    if not badpages and available("flash_mla"):
         import flash_mla
 
         try:
