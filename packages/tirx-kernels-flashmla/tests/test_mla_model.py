@@ -13,6 +13,7 @@ import torch
 from tirx_kernels.core.sm90.layouts import Swizzle, swizzle_bytes, tile_offset
 from tirx_kernels.core.sm90.wgmma import decode_descriptor
 from tirx_kernels.flashmla import _mla_decode_tirx as K
+from tirx_kernels.flashmla import _mla_decode_v2_tirx as V2
 from tirx_kernels.flashmla._mla_decode_schedule import num_sm_parts, sched_meta
 from tirx_kernels.flashmla.kernels import flash_mla_decode as contract
 
@@ -46,6 +47,27 @@ def test_v_descriptor_reads_v_mn_major_from_the_k_tile():
                     logical += d["sbo"] * (k // 8)
                     got = swizzle_bytes(start + logical, Swizzle.B128)
                     assert got == fill_offset(16 * kk + k, 256 * wg + n)
+
+
+def test_v2_p_tile_stores_are_what_its_ss_wgmmas_read():
+    """v2: warpgroup w stores P (row, 32w + 8j + c0) as a 4-byte pair at the address its
+    kernel computes; the SS wgmma of k16 step kk reads the K-major 128B tile at P_OFF + 32 kk,
+    i.e. element (row, 16 kk + k) at tile_offset (the Q tile's format, one atom block)."""
+    for wg in range(2):
+        for t in range(128):
+            lane = t % 32
+            r0, c0 = 16 * (t // 32) + lane // 4, 2 * (lane % 4)
+            for q in range(8):
+                prow = r0 + 8 * (q % 2)
+                chunk = wg * 4 + q // 2
+                byte = prow * 128 + (chunk ^ (prow % 8)) * 16 + c0 * 2
+                tok = 32 * wg + 8 * (q // 2) + c0
+                assert byte == tile_offset(prow, tok, rows=64, elem_bytes=2, mode=Swizzle.B128)
+    d = decode_descriptor(K._DESC_K)
+    assert (d["sbo"], d["mode"]) == (1024, Swizzle.B128) and V2.P_OFF % 1024 == 0
+    assert V2.SMEM + 1024 <= 227 * 1024  # + the static exchange buffer: the sm_90 limit
+    for kk in range(4):
+        assert K._S_STEPS[kk] == tile_offset(0, 16 * kk, rows=64, elem_bytes=2, mode=Swizzle.B128)
 
 
 def test_qk_descriptor_is_kmajor_128b():

@@ -11,6 +11,12 @@ import torch
 
 from tirx_kernels.core.ops import is_registered
 from tirx_kernels.flashmla import decode
+from tirx_kernels.flashmla._mla_decode_schedule import (
+    DEFAULT_VARIANT,
+    VARIANT_ENV,
+    VARIANTS,
+    selected_variant,
+)
 from tirx_kernels.flashmla.kernels import flash_mla_decode as contract
 
 
@@ -57,6 +63,21 @@ def test_the_wrapper_keeps_flashmlas_signature():
         "num_splits",
     ]
     assert params["softmax_scale"].default is None and params["causal"].default is False
+
+
+def test_variants_are_selected_by_the_environment():
+    assert DEFAULT_VARIANT in VARIANTS and set(decode.DECODE_FACTORIES) == set(VARIANTS)
+    assert selected_variant({}) == DEFAULT_VARIANT
+    assert selected_variant({VARIANT_ENV: ""}) == DEFAULT_VARIANT
+    for v in VARIANTS:
+        assert selected_variant({VARIANT_ENV: v}) == v
+    with pytest.raises(ValueError, match="TIRX_FLASHMLA_VARIANT='v9' is not one of"):
+        selected_variant({VARIANT_ENV: "v9"})
+
+
+def test_get_kernel_builds_every_variant():
+    funcs = contract.get_kernel(dtype="float16", h_q=16, s_q=2, causal=True)
+    assert len(funcs) == len(VARIANTS) + 1
 
 
 def test_metadata_shapes_and_dtypes():
@@ -154,21 +175,26 @@ def test_unused_block_table_entries_may_be_anything():
         "fp16_h16_sq2_b6_sk300_var_causal_badpages",
     ],
 )
-def test_gpu_against_the_reference(label):
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_gpu_against_the_reference(label, variant, monkeypatch):
+    """Each variant through the public API (run_test then checks the others too)."""
     from tirx_kernels.core.testing import skip_unless_gpu
 
     skip_unless_gpu(contract.KERNEL_META)
+    monkeypatch.setenv(VARIANT_ENV, variant)
     cfg = next(c for c in contract.CONFIGS if c["label"] == label)
     contract.run_test(**{k: v for k, v in cfg.items() if k != "label"})
 
 
-def test_gpu_cuda_graph_capture_and_replay_with_new_lengths():
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_gpu_cuda_graph_capture_and_replay_with_new_lengths(variant, monkeypatch):
     """The whole public call is captured (no host sync inside it); replaying after copying new
     q, shorter cache_seqlens and their metadata into the captured tensors gives the new
     result."""
     from tirx_kernels.core.testing import skip_unless_gpu
 
     skip_unless_gpu(contract.KERNEL_META)
+    monkeypatch.setenv(VARIANT_ENV, variant)
     cfg = dict(dtype="bfloat16", h_q=64, s_q=1, batch=6, s_k=700, varlen=True, causal=False)
     q, k_cache, table, lens = contract.prepare_data(**cfg)
     meta, splits = decode.get_mla_metadata(lens, 64, 1)

@@ -51,15 +51,21 @@ import torch
 from tirx_kernels.core import toolchain
 from tirx_kernels.core.ops import public_op
 
-from ._mla_decode_schedule import META_INTS, num_sm_parts, sched_meta
-from ._mla_decode_tirx import D_QK, D_V, PAGE, make_combine, make_decode
+from . import _mla_decode_tirx, _mla_decode_v2_tirx
+from ._mla_decode_schedule import META_INTS, num_sm_parts, sched_meta, selected_variant
+from ._mla_decode_tirx import D_QK, D_V, PAGE, make_combine
 
 _DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
+# variant name (_mla_decode_schedule.VARIANTS) -> split-KV kernel factory
+DECODE_FACTORIES = {
+    "v1": _mla_decode_tirx.make_decode,
+    "v2": _mla_decode_v2_tirx.make_decode,
+}
 
 
 @functools.cache
-def _decode_exec(dtype, h_q, s_q, causal):
-    return toolchain.compile(make_decode(dtype, h_q, s_q, causal))
+def _decode_exec(variant, dtype, h_q, s_q, causal):
+    return toolchain.compile(DECODE_FACTORIES[variant](dtype, h_q, s_q, causal))
 
 
 @functools.cache
@@ -131,11 +137,46 @@ def _flash_mla_op(
     """Unchecked launch (``flash_mla_with_kvcache`` checks): out ``(batch, s_q, h_q, 512)``,
     lse ``(batch, s_q, h_q)`` fp32, out_accum ``(total splits, s_q * h_q, 512)`` and lse_accum
     ``(total splits, s_q * h_q)`` fp32 scratch (total splits >= num_splits[-1]); q
-    ``(batch, s_q, h_q, 576)`` contiguous; k_cache ``(num_blocks, 64, 1, 576)`` contiguous."""
+    ``(batch, s_q, h_q, 576)`` contiguous; k_cache ``(num_blocks, 64, 1, 576)`` contiguous.
+    The split-KV schedule is ``selected_variant()`` (``$TIRX_FLASHMLA_VARIANT``)."""
+    launch(
+        selected_variant(),
+        out,
+        lse,
+        out_accum,
+        lse_accum,
+        q,
+        k_cache,
+        block_table,
+        cache_seqlens,
+        tile_scheduler_metadata,
+        num_splits,
+        softmax_scale,
+        causal,
+    )
+
+
+def launch(
+    variant,
+    out,
+    lse,
+    out_accum,
+    lse_accum,
+    q,
+    k_cache,
+    block_table,
+    cache_seqlens,
+    tile_scheduler_metadata,
+    num_splits,
+    softmax_scale,
+    causal,
+):
+    """The op's two launches with the split-KV kernel of ``variant`` (benchmarks and tests
+    time and check each variant through this; the op passes the selected one)."""
     batch, s_q, h_q, _ = q.shape
     rows = s_q * h_q
     dtype = _DTYPES[q.dtype]
-    _decode_exec(dtype, h_q, s_q, bool(causal) and s_q > 1)(
+    _decode_exec(variant, dtype, h_q, s_q, bool(causal) and s_q > 1)(
         q.view(batch, rows, D_QK),
         k_cache.view(-1, D_QK),
         block_table,

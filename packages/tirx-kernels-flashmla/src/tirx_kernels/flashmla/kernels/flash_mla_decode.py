@@ -24,7 +24,8 @@ its entry inside the cache), and the reference applies the same rule. run_test g
 public API and compares out and lse with a torch fp32 reference that gathers the pages, at
 FlashMLA's tolerances (out: abs 8e-4 + rel 2.01/128 against the reference rounded to the
 dtype; lse: abs 1e-6 + rel 8.01/65536). run_bench times the op (metadata precomputed, no
-argument checks) beside FlashMLA's (``sgl-flash-mla``) when it is installed.
+argument checks, the selected variant: ``$TIRX_FLASHMLA_VARIANT``, docs/mla_decode.md)
+beside FlashMLA's (``sgl-flash-mla``) when it is installed; run_test checks every variant.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ import torch
 
 from tirx_kernels.core.testing import assert_close, available, bench, skip_unless_gpu
 
-from .._mla_decode_tirx import D_QK, D_V, PAGE, make_combine, make_decode
-from ..decode import flash_mla_with_kvcache, get_mla_metadata
+from .._mla_decode_schedule import VARIANTS, selected_variant
+from .._mla_decode_tirx import D_QK, D_V, PAGE, make_combine
+from ..decode import DECODE_FACTORIES, flash_mla_with_kvcache, get_mla_metadata, launch
 
 KERNEL_META = {
     "name": "flash_mla_decode",
@@ -325,8 +327,11 @@ _UNUSED_BLOCK = 2147480000  # what FlashMLA's test writes into unused block-tabl
 
 
 def get_kernel(dtype="bfloat16", h_q=128, s_q=1, causal=False, **_):
-    """The split-KV decode kernel and the combine kernel of this (dtype, h_q, s_q, causal)."""
-    return [make_decode(dtype, h_q, s_q, causal and s_q > 1), make_combine(dtype, h_q, s_q)]
+    """The split-KV decode kernel of every variant (``VARIANTS``: each compiles for every
+    config) and the combine kernel of this (dtype, h_q, s_q, causal)."""
+    causal = causal and s_q > 1
+    decode = [DECODE_FACTORIES[v](dtype, h_q, s_q, causal) for v in VARIANTS]
+    return [*decode, make_combine(dtype, h_q, s_q)]
 
 
 def seqlens_of(batch, s_k, varlen, s_q=1, causal=False, seed=0):
@@ -446,14 +451,32 @@ def run_test(
     badpages=False,
     **_,
 ):
+    """The selected variant through the public API, then every other variant (``VARIANTS``)
+    through the op's launch; each against the reference (a failure names its variant)."""
     skip_unless_gpu(KERNEL_META)
     q, k_cache, table, seqlens = prepare_data(dtype, h_q, s_q, batch, s_k, varlen, causal, badpages)
     meta, splits = get_mla_metadata(seqlens, s_q * h_q, 1)
-    out, lse = flash_mla_with_kvcache(q, k_cache, table, seqlens, D_V, meta, splits, causal=causal)
-    torch.cuda.synchronize()
     want_out, want_lse = reference(q, k_cache, table, seqlens, causal)
-    report = {"splits": int(splits[-1]), "parts": int(meta.shape[0])}
-    report.update(compare(out, lse, want_out, want_lse))
+    chosen = selected_variant()
+    report = {"splits": int(splits[-1]), "parts": int(meta.shape[0]), "variant": chosen}
+    for variant in [chosen] + [v for v in VARIANTS if v != chosen]:
+        if variant == chosen:
+            out, lse = flash_mla_with_kvcache(
+                q, k_cache, table, seqlens, D_V, meta, splits, causal=causal
+            )
+        else:
+            o, lt, oacc, lacc = _outputs(q, int(splits[-1]))
+            args = (q, k_cache, table, seqlens, meta, splits, D_QK**-0.5, causal)
+            launch(variant, o, lt, oacc, lacc, *args)
+            out, lse = o, lt.transpose(1, 2)
+        torch.cuda.synchronize()
+        try:
+            errs = compare(out, lse, want_out, want_lse)
+        except AssertionError as e:
+            raise AssertionError(f"variant {variant}: {e}") from e
+        report.update({f"{k}_{variant}": v for k, v in errs.items()})
+        if variant == chosen:
+            report.update(errs)
     # FlashMLA's own result, reported (the check is the reference); it has no page guards
     if not badpages and available("flash_mla"):
         import flash_mla
@@ -468,6 +491,18 @@ def run_test(
         except Exception as e:  # a reference that fails is reported, never our failure
             report["flashmla_error"] = f"{type(e).__name__}: {e}"[:200]
     return report
+
+
+def _outputs(q, total):
+    """Preallocated (out, lse (batch, s_q, h_q), out_accum, lse_accum) of the op."""
+    batch, s_q, h_q, _ = q.shape
+    rows = s_q * h_q
+    return (
+        torch.empty(batch, s_q, h_q, D_V, dtype=q.dtype, device=q.device),
+        torch.empty(batch, s_q, h_q, dtype=torch.float32, device=q.device),
+        torch.empty(max(total, 1), rows, D_V, dtype=torch.float32, device=q.device),
+        torch.empty(max(total, 1), rows, dtype=torch.float32, device=q.device),
+    )
 
 
 def run_bench(
