@@ -219,3 +219,28 @@ def test_gpu_cuda_graph_capture_and_replay_with_new_lengths(variant, monkeypatch
     torch.cuda.synchronize()
     want_out, want_lse = contract.reference(q, k_cache, table, lens)
     contract.compare(out, lse, want_out, want_lse)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_run_bench_times_every_variant_beside_the_reference(variant, monkeypatch):
+    """The selected variant is ``tirx``, each other one ``tirx_<variant>`` (CPU: the timer
+    and the data's device are replaced; only the wiring is checked)."""
+    seen = {}
+
+    def fake_bench(funcs, references=None, **options):
+        seen.update(funcs=sorted(funcs), options=options)
+        return {"impls": {}}
+
+    real_prepare = contract.prepare_data
+    monkeypatch.setenv(VARIANT_ENV, variant)
+    monkeypatch.setattr(torch.Tensor, "cuda", lambda self, *a, **k: self)
+    monkeypatch.setattr(
+        contract, "prepare_data", lambda *a, on_device=False, **k: real_prepare(*a, **k)
+    )
+    monkeypatch.setattr(contract.toolchain, "bench", fake_bench)
+    cfg = dict(dtype="bfloat16", h_q=16, s_q=1, batch=2, s_k=100)
+    result = contract.run_bench(**cfg, rounds=2, cooldown_s=0.0, not_an_option=1)
+    others = [f"tirx_{v}" for v in VARIANTS if v != variant]
+    assert seen["funcs"] == sorted(["tirx", *others])
+    assert seen["options"] == {"rounds": 2, "cooldown_s": 0.0}
+    assert result["variant"] == variant
