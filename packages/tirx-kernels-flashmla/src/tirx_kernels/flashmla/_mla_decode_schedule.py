@@ -24,9 +24,28 @@ of end_req), ``begin_split`` (split index of begin_req's piece within that reque
 
 from __future__ import annotations
 
+import os
+
 BLOCK_N = 64
 FIXED_OVERHEAD_BLOCKS = 5
 META_INTS = 8
+
+# Schedules of the split-KV kernel (docs/mla_decode.md): "v1" (_mla_decode_tirx, both
+# warpgroups compute the whole S) and "v2" (_mla_decode_v2_tirx, S split between them, P
+# shared through shared memory). The environment variable overrides the default per
+# process, e.g. TIRX_FLASHMLA_VARIANT=v1 falls back to the first kernel.
+VARIANTS = ("v1", "v2")
+DEFAULT_VARIANT = "v2"
+VARIANT_ENV = "TIRX_FLASHMLA_VARIANT"
+
+
+def selected_variant(environ=None) -> str:
+    """The schedule a call uses: ``$TIRX_FLASHMLA_VARIANT`` if set (ValueError unless one of
+    ``VARIANTS``), else ``DEFAULT_VARIANT``."""
+    value = (os.environ if environ is None else environ).get(VARIANT_ENV, "") or DEFAULT_VARIANT
+    if value not in VARIANTS:
+        raise ValueError(f"flash_mla: {VARIANT_ENV}={value!r} is not one of {list(VARIANTS)}")
+    return value
 
 
 def num_sm_parts(num_sms: int, q_rows_per_head_k: int, num_heads_k: int) -> int:

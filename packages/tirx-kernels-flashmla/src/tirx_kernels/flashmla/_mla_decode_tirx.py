@@ -129,11 +129,13 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
         c0 = 2 * (lane % 4)
         begin_req = META[part, 0]
         end_req = META[part, 1]
-        for req in T.serial(begin_req, end_req + 1):
+        # device-side guards (no host check of values): requests clamped to [0, B), blocks to
+        # the block table's width, splits to the accumulators (see _load_page for pages)
+        for req in T.serial(T.max(begin_req, 0), T.min(end_req, B - 1) + 1):
             seqlen = SEQ[req]
-            nblk = (seqlen + PAGE - 1) // PAGE
-            lo = T.if_then_else(req == begin_req, META[part, 2], 0)
-            hi = T.if_then_else(req == end_req, META[part, 3], nblk)
+            nblk = T.min((seqlen + PAGE - 1) // PAGE, MAXB)
+            lo = T.max(T.if_then_else(req == begin_req, META[part, 2], 0), 0)
+            hi = T.min(T.if_then_else(req == end_req, META[part, 3], nblk), nblk)
             split = NSPL[req] + T.if_then_else(req == begin_req, META[part, 4], 0)
             for h in T.unroll(2):
                 m[h] = T.float32(-math.inf)
@@ -148,7 +150,7 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
             T.cuda.cta_sync()  # the previous request's wgmmas no longer read shared memory
             if lo < hi:
                 _load_q(Q, req, mt, base, tid, R)
-                _load_page(KC, BT, req, lo, seqlen, base + T.uint32(TILE_BYTES), tid)
+                _load_page(KC, BT, req, lo, seqlen, NT, base + T.uint32(TILE_BYTES), tid)
                 T.ptx.cp.async_.commit_group()
             for blk in T.serial(lo, hi):
                 stage = (blk - lo) % STAGES
@@ -157,7 +159,7 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
                 T.cuda.cta_sync()
                 if blk + 1 < hi:
                     nxt = base + T.cast(TILE_BYTES * (1 + (1 - stage)), "uint32")
-                    _load_page(KC, BT, req, blk + 1, seqlen, nxt, tid)
+                    _load_page(KC, BT, req, blk + 1, seqlen, NT, nxt, tid)
                     T.ptx.cp.async_.commit_group()
                 kaddr = base + T.cast(TILE_BYTES * (1 + stage), "uint32")
                 # S = Q K^T (64 x 64), both warpgroups
@@ -167,14 +169,17 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
                 _qk(mma_s, acc_s, dq, dk)
                 dsl.wgmma_commit()
                 dsl.wgmma_wait(0)
-                # mask, online softmax (log2 domain)
+                # mask (tokens past the limit, pages outside the cache), online softmax (log2)
+                pok = page_ok(BT[req, blk], NT)
                 for h in T.unroll(2):
                     for j in T.unroll(BM // 8):
                         for e in T.unroll(2):
                             i = 4 * j + 2 * h + e
                             tok = blk * PAGE + 8 * j + c0 + e
                             acc_s[i] = T.if_then_else(
-                                tok < lim[h], acc_s[i] * scale_log2, T.float32(-math.inf)
+                                T.And(pok, tok < lim[h]),
+                                acc_s[i] * scale_log2,
+                                T.float32(-math.inf),
                             )
                 for h in T.unroll(2):
                     mx = T.local_scalar(f32)
@@ -207,7 +212,7 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
             # epilogue: O / l and lse of this (request, split)
             for h in T.unroll(2):
                 row = mt * BM + r0 + 8 * h
-                if row < R:
+                if T.And(row < R, T.And(split >= 0, split < TOT)):
                     empty = lsum[h] == T.float32(0)
                     inv = T.if_then_else(empty, T.float32(0), T.float32(1) / lsum[h])
                     for j in T.unroll(32):
@@ -276,12 +281,21 @@ def _load_q(Q, req, mt, base, tid, R):
         )
 
 
+def page_ok(entry, NT):
+    """Whether block-table entry ``entry`` names a page of the cache (``NT`` = its rows)."""
+    return T.And(entry >= 0, T.cast(entry, "int64") * PAGE < NT)
+
+
 @T.inline
-def _load_page(KC, BT, req, blk, seqlen, dst, tid):
-    """Logical block ``blk`` of request ``req`` (page ``BT[req, blk]``); rows of tokens at or
-    past ``seqlen`` are zero-filled (src-size 0: never read), so stale or NaN cache contents
-    past the end cannot reach ``P V``."""
-    page = T.cast(BT[req, blk], "int64") * PAGE
+def _load_page(KC, BT, req, blk, seqlen, NT, dst, tid):
+    """Logical block ``blk`` (< the table width) of request ``req`` (page ``BT[req, blk]``).
+    Rows of tokens at or past ``seqlen``, and every row of an entry outside
+    ``[0, num_blocks)``, are zero-filled (src-size 0, address clamped to page 0): stale or NaN
+    cache contents past the end cannot reach ``P V``, and a bad entry never reads out of
+    bounds (its tokens are masked in the softmax)."""
+    entry = BT[req, blk]
+    ok = page_ok(entry, NT)
+    page = T.if_then_else(ok, T.cast(entry, "int64") * PAGE, T.int64(0))
     for it in T.unroll(LOADS):
         idx = it * THREADS + tid
         row = idx // CHUNKS
@@ -290,7 +304,7 @@ def _load_page(KC, BT, req, blk, seqlen, dst, tid):
             dst + T.cast(_swz(row, ch), "uint32"),
             KC.ptr_to([page + row, ch * 8]),
             16,
-            T.if_then_else(blk * PAGE + row < seqlen, T.uint32(16), T.uint32(0)),
+            T.if_then_else(T.And(ok, blk * PAGE + row < seqlen), T.uint32(16), T.uint32(0)),
         )
 
 
@@ -318,8 +332,8 @@ def make_combine(dtype="bfloat16", h_q=128, s_q=1):
         tid = T.cuda.thread_idx("x")
         r = T.cuda.block_idx("x")
         b = T.cuda.block_idx("y")
-        first = NSPL[b]
-        last = NSPL[b + 1]
+        first = T.min(T.max(NSPL[b], 0), TOT)  # device-side guard: splits of OACC only
+        last = T.min(T.max(NSPL[b + 1], first), TOT)
         mx = T.local_scalar(f32)
         mx = T.float32(-math.inf)
         for s in T.serial(first, last):

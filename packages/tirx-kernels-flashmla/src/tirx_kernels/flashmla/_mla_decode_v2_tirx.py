@@ -1,0 +1,303 @@
+# This file is a TIRx port of code from FlashMLA
+# (https://github.com/deepseek-ai/FlashMLA @ 9241ae3ef9bac614dd25e45e507e089f888280e0),
+# Copyright (c) 2025 DeepSeek.
+# SPDX-License-Identifier: Apache-2.0 AND MIT
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The "v2" split-KV kernel of dense MLA decode: the two warpgroups share the work of a block.
+
+Port of the work split of FlashMLA's sm90 dense decode
+(``csrc/sm90/decode/dense/splitkv_mla.cuh``, ``csrc/sm90/decode/dense/traits.h``: each
+consumer warpgroup owns half of the 512 output columns, computes part of ``S = Q K^T`` and
+its softmax, and hands its P to the other warpgroup through shared memory, the row max
+too), written for the one-page pipeline of the v1 kernel in
+:mod:`._mla_decode_tirx` (same grid, metadata walk, cp.async page loads, device-side guards,
+epilogue and combine). Upstream gives each warpgroup a whole page of a pair of pages; here
+each warpgroup takes 32 of the 64 tokens of the current page, so one page in flight still
+overlaps the next load (v1 duplicates the whole ``S`` in both warpgroups instead).
+
+Per 64-token block, warpgroup ``w``:
+
+1. ``S_w = Q K[32w : 32w + 32]^T`` (64 x 32, 36 ``wgmma m64n32k16``, both K-major).
+2. Mask, scale (log2 units), row max over its 32 columns; the two row maxima meet in shared
+   memory (one CTA barrier), so both warpgroups hold the same running max ``m``.
+3. ``P_w = exp2(S_w - m)``; each warpgroup keeps its own partial row sum (both rescaled by the
+   same factor, added in the epilogue); ``O_w`` rescaled.
+4. ``P_w`` rounded to the dtype goes to a 64 x 64 K-major 128B-swizzled P tile in shared
+   memory (columns ``32w .. 32w + 31``); ``fence.proxy.async`` + CTA barrier.
+5. ``O_w (64 x 256) += P V[:, 256w : 256w + 256]``: the two k16 steps of its own tokens with P
+   from registers (RS), the two of the other warpgroup's tokens with P from the shared tile
+   (SS); V is the K tile read MN-major, as v1.
+
+Shared memory: Q (72 KiB) + 2 KV stages (144 KiB) + the P tile (8 KiB), dynamic; row maxima
+and partial sums (512 B; ptxas reserves 1 KiB) static: 225 KiB of the 227 KiB an sm_90 CTA
+may use.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from tirx_kernels.core.sm90 import dsl
+from tirx_kernels.core.toolchain import T
+
+from ._mla_decode_tirx import (
+    _AB,
+    _CVT,
+    _DESC_K,
+    _DESC_V,
+    _S_STEPS,
+    _V_HALF,
+    BM,
+    D_QK,
+    D_V,
+    LN2,
+    META_INTS,
+    PAGE,
+    STAGES,
+    THREADS,
+    TILE_BYTES,
+    _load_page,
+    _load_q,
+    check_static,
+    page_ok,
+)
+
+P_OFF = TILE_BYTES * (1 + STAGES)  # the P tile, after Q and the KV stages (1 KiB aligned)
+P_BYTES = BM * PAGE * 2
+SMEM = P_OFF + P_BYTES
+HALF_N = PAGE // 2  # tokens of S per warpgroup
+HALF_BYTES = HALF_N * 128  # byte offset of token row 32 within each 64-row atom block
+
+
+@functools.cache
+def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
+    """v2 split-KV decode PrimFunc for one (dtype, h_q, s_q, causal); the same signature and
+    outputs as :func:`._mla_decode_tirx.make_decode`."""
+    check_static(dtype, h_q, s_q)
+    R = s_q * h_q
+    mtiles = -(-R // BM)
+    causal = bool(causal) and s_q > 1
+    ab = _AB[dtype]
+    cvt = getattr(T.ptx.cvt.rn, _CVT[dtype]).f32
+    mma_s = getattr(getattr(T.ptx.wgmma.mma_async.sync.aligned.m64n32k16.f32, ab), ab)
+    mma_o = getattr(getattr(T.ptx.wgmma.mma_async.sync.aligned.m64n256k16.f32, ab), ab)
+    B = T.dynamic("B")
+    B1 = T.dynamic("B1")
+    NT = T.dynamic("NT", "int64")
+    MAXB = T.dynamic("MAXB")
+    P = T.dynamic("P")
+    TOT = T.dynamic("TOT")
+    f32 = "float32"
+
+    @T.function
+    def mla_decode_v2(
+        Q: T.Tensor((B, R, D_QK), dtype, align=16),
+        KC: T.Tensor((NT, D_QK), dtype, align=16),
+        BT: T.Tensor((B, MAXB), "int32"),
+        SEQ: T.Tensor((B,), "int32"),
+        META: T.Tensor((P, META_INTS), "int32"),
+        NSPL: T.Tensor((B1,), "int32"),
+        OACC: T.Tensor((TOT, R, D_V), f32),
+        LACC: T.Tensor((TOT, R), f32),
+        scale_log2: T.float32,
+    ):
+        T.func_attr({"tirx.noalias": True})
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=(P, mtiles), block=THREADS, dynamic_smem_bytes=SMEM),
+            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
+        )
+        tid = T.cuda.thread_idx("x")
+        wg = tid // 128
+        t = tid % 128
+        lane = tid % 32
+        part = T.cuda.block_idx("x")
+        mt = T.cuda.block_idx("y")
+        arena = T.alloc_shared((SMEM // 4,), "uint32", scope="shared.dyn", align=1024)
+        xch = T.alloc_shared((2 * BM,), f32)  # row maxima, then partial sums, per warpgroup
+        base = dsl.smem_addr(arena)
+        acc_s = T.alloc_local((HALF_N // 2,), f32)
+        acc_o = T.alloc_local((128,), f32)
+        pa = T.alloc_local((HALF_N // 4,), "uint32")
+        m = T.alloc_local((2,), f32)
+        lsum = T.alloc_local((2,), f32)
+        corr = T.alloc_local((2,), f32)
+        lim = T.alloc_local((2,), "int32")
+        # this thread's two accumulator rows (acc_coord): r0 and r0 + 8 of the CTA's 64
+        r0 = 16 * (t // 32) + lane // 4
+        c0 = 2 * (lane % 4)
+        begin_req = META[part, 0]
+        end_req = META[part, 1]
+        # device-side guards as v1: requests, blocks, splits clamped; bad pages masked
+        for req in T.serial(T.max(begin_req, 0), T.min(end_req, B - 1) + 1):
+            seqlen = SEQ[req]
+            nblk = T.min((seqlen + PAGE - 1) // PAGE, MAXB)
+            lo = T.max(T.if_then_else(req == begin_req, META[part, 2], 0), 0)
+            hi = T.min(T.if_then_else(req == end_req, META[part, 3], nblk), nblk)
+            split = NSPL[req] + T.if_then_else(req == begin_req, META[part, 4], 0)
+            for h in T.unroll(2):
+                m[h] = T.float32(-math.inf)
+                lsum[h] = T.float32(0)
+                row = T.min(mt * BM + r0 + 8 * h, R - 1)
+                if T.constexpr(causal):
+                    lim[h] = seqlen - s_q + 1 + row // h_q
+                else:
+                    lim[h] = seqlen
+            for i in T.unroll(128):
+                acc_o[i] = T.float32(0)
+            T.cuda.cta_sync()  # the previous request's wgmmas and exchanges are done
+            if lo < hi:
+                _load_q(Q, req, mt, base, tid, R)
+                _load_page(KC, BT, req, lo, seqlen, NT, base + T.uint32(TILE_BYTES), tid)
+                T.ptx.cp.async_.commit_group()
+            for blk in T.serial(lo, hi):
+                stage = (blk - lo) % STAGES
+                T.ptx["cp.async.wait_group"](0)
+                T.ptx.fence.proxy.async_.shared__cta()  # cp.async writes -> wgmma reads
+                T.cuda.cta_sync()
+                if blk + 1 < hi:
+                    nxt = base + T.cast(TILE_BYTES * (1 + (1 - stage)), "uint32")
+                    _load_page(KC, BT, req, blk + 1, seqlen, NT, nxt, tid)
+                    T.ptx.cp.async_.commit_group()
+                kaddr = base + T.cast(TILE_BYTES * (1 + stage), "uint32")
+                # 1. S_w = Q K[32w : 32w + 32]^T (64 x 32)
+                dq = dsl.descriptor(_DESC_K, base)
+                dk = dsl.descriptor(_DESC_K, kaddr + T.cast(wg * HALF_BYTES, "uint32"))
+                dsl.wgmma_fence()
+                _qk_half(mma_s, acc_s, dq, dk)
+                dsl.wgmma_commit()
+                dsl.wgmma_wait(0)
+                # 2. mask (token limit, bad pages), scale, row max shared with the other half
+                pok = page_ok(BT[req, blk], NT)
+                for h in T.unroll(2):
+                    for j in T.unroll(HALF_N // 8):
+                        for e in T.unroll(2):
+                            i = 4 * j + 2 * h + e
+                            tok = blk * PAGE + wg * HALF_N + 8 * j + c0 + e
+                            acc_s[i] = T.if_then_else(
+                                T.And(pok, tok < lim[h]),
+                                acc_s[i] * scale_log2,
+                                T.float32(-math.inf),
+                            )
+                for h in T.unroll(2):
+                    mx = T.local_scalar(f32)
+                    mx = m[h]
+                    for j in T.unroll(HALF_N // 8):
+                        for e in T.unroll(2):
+                            mx = T.max(mx, acc_s[4 * j + 2 * h + e])
+                    mx = T.cuda.warp_max(mx, 4)
+                    corr[h] = mx  # this half's max, until the other half's is known
+                    if lane % 4 == 0:
+                        xch[wg * BM + r0 + 8 * h] = mx
+                T.cuda.cta_sync()
+                # 3. P_w = exp2(S_w - m), partial row sums, O rescaled
+                for h in T.unroll(2):
+                    mx = T.local_scalar(f32)
+                    mx = T.max(corr[h], xch[(1 - wg) * BM + r0 + 8 * h])
+                    # a row with nothing valid yet keeps exp2 finite: subtract 0 instead of -inf
+                    safe = T.if_then_else(mx == T.float32(-math.inf), T.float32(0), mx)
+                    corr[h] = T.exp2(m[h] - safe)
+                    m[h] = mx
+                    rs = T.local_scalar(f32)
+                    rs = T.float32(0)
+                    for j in T.unroll(HALF_N // 8):
+                        for e in T.unroll(2):
+                            acc_s[4 * j + 2 * h + e] = T.exp2(acc_s[4 * j + 2 * h + e] - safe)
+                            rs = rs + acc_s[4 * j + 2 * h + e]
+                    lsum[h] = lsum[h] * corr[h] + T.cuda.warp_sum(rs, 4)
+                for i in T.unroll(128):
+                    acc_o[i] = acc_o[i] * corr[(i // 2) % 2]
+                # 4. P_w as A fragments (a_coord) and into the shared P tile (K-major, 128B)
+                for q in T.unroll(HALF_N // 4):
+                    cvt(pa[q], acc_s[2 * q + 1], acc_s[2 * q])
+                    prow = r0 + 8 * (q % 2)
+                    chunk = wg * (HALF_N // 8) + q // 2  # 16-byte column chunk of the row
+                    byte = prow * 128 + T.bitwise_xor(chunk, prow % 8) * 16 + c0 * 2
+                    arena[(P_OFF + byte) // 4] = pa[q]
+                T.ptx.fence.proxy.async_.shared__cta()  # P stores -> the other's wgmma reads
+                T.cuda.cta_sync()
+                # 5. O_w += P V[:, half w]: own tokens from registers, the other's from smem
+                dv = dsl.descriptor(_DESC_V, kaddr + T.cast(wg * _V_HALF, "uint32"))
+                dp = dsl.descriptor(_DESC_K, base + T.uint32(P_OFF))
+                dsl.wgmma_fence()
+                _pv_split(mma_o, acc_o, pa, dv, dp, wg)
+                dsl.wgmma_commit()
+                dsl.wgmma_wait(0)
+            # epilogue: l = the two halves' partial sums; O / l and lse of this split
+            for h in T.unroll(2):
+                if lane % 4 == 0:
+                    xch[wg * BM + r0 + 8 * h] = lsum[h]
+            T.cuda.cta_sync()
+            for h in T.unroll(2):
+                lsum[h] = lsum[h] + xch[(1 - wg) * BM + r0 + 8 * h]
+            for h in T.unroll(2):
+                row = mt * BM + r0 + 8 * h
+                if T.And(row < R, T.And(split >= 0, split < TOT)):
+                    empty = lsum[h] == T.float32(0)
+                    inv = T.if_then_else(empty, T.float32(0), T.float32(1) / lsum[h])
+                    for j in T.unroll(32):
+                        for e in T.unroll(2):
+                            OACC[split, row, wg * 256 + 8 * j + c0 + e] = (
+                                acc_o[4 * j + 2 * h + e] * inv
+                            )
+                    if wg == 0:
+                        if lane % 4 == 0:
+                            LACC[split, row] = T.if_then_else(
+                                empty,
+                                T.float32(-math.inf),
+                                m[h] * T.float32(LN2) + T.log(lsum[h]),
+                            )
+
+    return mla_decode_v2
+
+
+def _qk_half(op, acc, dq, dk):
+    """acc (64 x 32) = Q K_half^T over d = 576: 36 k16 wgmmas, SS, both K-major."""
+    for k in range(D_QK // 16):
+        _mma_ss(op, acc, dq + T.uint64(_S_STEPS[k] >> 4), dk + T.uint64(_S_STEPS[k] >> 4), k > 0)
+
+
+@T.inline
+def _mma_ss(op, acc, da, db, accumulate):
+    op(*[acc[i] for i in range(HALF_N // 2)], da, db, T.ptx.pred(accumulate), 1, 1, 0, 0)
+
+
+def _pv_split(op, acc, pa, dv, dp, wg):
+    """acc (64 x 256) += P V: k16 steps ``2w, 2w + 1`` (this warpgroup's tokens) with A = P
+    from registers, steps ``2(1 - w), 2(1 - w) + 1`` with A = the shared P tile (K-major,
+    32 bytes per k16 step); B = V MN-major, 2 KiB per k16 step (16 tokens)."""
+    own = wg * 2
+    other = (1 - wg) * 2
+    for i in range(2):
+        kk = own + i
+        _mma_rs(op, acc, pa, 4 * i, dv + T.cast((kk * 16 * 128) >> 4, "uint64"))
+    for i in range(2):
+        kk = other + i
+        _mma_sv(
+            op,
+            acc,
+            dp + T.cast((kk * 32) >> 4, "uint64"),
+            dv + T.cast((kk * 16 * 128) >> 4, "uint64"),
+        )
+
+
+@T.inline
+def _mma_rs(op, acc, pa, q, db):
+    op(
+        *[acc[i] for i in range(128)],
+        pa[q],
+        pa[q + 1],
+        pa[q + 2],
+        pa[q + 3],
+        db,
+        T.ptx.pred(True),
+        1,
+        1,
+        1,
+    )
+
+
+@T.inline
+def _mma_sv(op, acc, da, db):
+    """SS form with B MN-major (transpose bit of B set), A K-major."""
+    op(*[acc[i] for i in range(128)], da, db, T.ptx.pred(True), 1, 1, 0, 1)
