@@ -3,10 +3,11 @@
 """The public op ``torch.ops.tirx_kernels.basic_gemm`` and its wrapper ``gemm`` (a @ b.T).
 
 CPU: registration, argument checks, the fake, Dynamo tracing, run-time M (one compile
-serves every M of a tile config; the generated CUDA takes M as an argument). GPU (sm_90a;
-skipped elsewhere): the op against an fp32 matmul, eagerly, for many M through one
-compiled kernel, every tile config and variant, replayed from a CUDA graph and under
-``torch.compile(fullgraph=True)``.
+serves every M of a tile config; the generated CUDA takes M as an argument), the layouts'
+operand shapes and wgmma transpose bits. GPU (sm_90a; skipped elsewhere): the op against an
+fp32 matmul, eagerly, for many M through one compiled kernel, every tile config and variant,
+every layout (transposed operand views, with the epilogue too), replayed from a CUDA graph
+and under ``torch.compile(fullgraph=True)``. ``matmul`` (a @ b): test_basic_matmul_ops.py.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from tirx_kernels.basic._gemm_schedule import CANDIDATES, TileConfig
-from tirx_kernels.basic._gemm_tirx import make_gemm
+from tirx_kernels.basic._gemm_tirx import LAYOUTS, make_gemm
 from tirx_kernels.basic.gemm import _check as _check_arguments
 from tirx_kernels.basic.gemm import (
     compiled_gemm,
     gemm,
     gemm_config,
+    gemm_layout,
     launch_gemm,
     split_scratch,
 )
@@ -39,8 +41,8 @@ needs_sm90 = pytest.mark.skipif(
 
 
 def test_the_op_is_registered_and_named_by_the_kernel_module():
-    assert gemm_kernel.PUBLIC_OPS == ("basic_gemm",)
-    assert is_registered("basic_gemm")
+    assert gemm_kernel.PUBLIC_OPS == ("basic_gemm", "basic_matmul")
+    assert is_registered("basic_gemm") and is_registered("basic_matmul")
 
 
 def _args(a=(16, 64), b=(32, 64), out=None, dtype=BF16, bdtype=None, odtype=None):
@@ -54,7 +56,7 @@ BAD = {
     "a_dtype": (dict(dtype=torch.float32), r"a must be bfloat16 or float16.*a\.to\("),
     "b_dtype": (dict(bdtype=FP16), r"b must have a's dtype torch\.bfloat16.*b\.to\(a\.dtype\)"),
     "a_dim": (dict(a=(2, 16, 64), out=(2, 32)), r"a must be 2-D \(M, K\).*a\.view\("),
-    "b_dim": (dict(b=(64,), out=(16, 32)), r"b must be 2-D \(N, K\).*b\.T\.contiguous\(\)"),
+    "b_dim": (dict(b=(64,), out=(16, 32)), r"b must be 2-D \(N, K\).*pass b\.T \(or call"),
     "b_k": (dict(b=(64, 32)), r"b must be 2-D \(N, K\) with a's K = 64 \(gemm computes a @ b\.T\)"),
     "k_ragged": (
         dict(a=(16, 60), b=(32, 60)),
@@ -74,6 +76,47 @@ def test_bad_arguments_raise_value_error_naming_them(bad, message):
         torch.ops.tirx_kernels.basic_gemm(out, a, b)
     with pytest.raises(ValueError, match=message):
         gemm(a, b, out=out)
+
+
+BAD_LAYOUTS = {  # (a, b) views -> message
+    "b_strided": (
+        lambda: (torch.zeros(16, 64, dtype=BF16), torch.zeros(32, 128, dtype=BF16)[:, :64]),
+        r"b must be contiguous or the transpose of a contiguous tensor.*strides \(128, 1\); "
+        r"pass b\.contiguous\(\)",
+    ),
+    "a_m_ragged": (
+        lambda: (torch.zeros(64, 12, dtype=BF16).t(), torch.zeros(32, 64, dtype=BF16)),
+        r"a is the transpose of a contiguous \(K, M\).*multiple of 8 then, got 12; "
+        r"pass a\.contiguous\(\)",
+    ),
+    "k_ragged_nt": (
+        lambda: (torch.zeros(60, 16, dtype=BF16).t(), torch.zeros(32, 60, dtype=BF16)),
+        r"K = a\.shape\[1\] must be a multiple of 8.*unless both operands are MN-major",
+    ),
+    # TN (a (K, M), b (K, N) stored) needs no K alignment: the next check is the device's
+    "k_ragged_tn": (
+        lambda: (torch.zeros(60, 16, dtype=BF16).t(), torch.zeros(60, 32, dtype=BF16).t()),
+        r"a must be a CUDA tensor",
+    ),
+}
+
+
+@pytest.mark.parametrize("views, message", BAD_LAYOUTS.values(), ids=BAD_LAYOUTS.keys())
+def test_operand_layouts_come_from_strides_and_bad_ones_are_named(views, message):
+    a, b = views()
+    with pytest.raises(ValueError, match=message):
+        gemm(a, b)
+
+
+def test_gemm_layout_reads_the_four_layouts_from_strides():
+    a, at = torch.zeros(16, 64), torch.zeros(64, 16).t()
+    b, bt = torch.zeros(32, 64), torch.zeros(64, 32).t()
+    got = {gemm_layout(x, y) for x in (a, at) for y in (b, bt)}
+    assert got == set(LAYOUTS)
+    assert gemm_layout(a, b) == "NT" and gemm_layout(a, bt) == "NN"
+    assert gemm_layout(at, bt) == "TN" and gemm_layout(at, b) == "TT"
+    assert gemm_layout(torch.zeros(1, 64), bt) == "NN"  # M = 1: contiguous wins
+    assert gemm_layout(a, torch.zeros(32, 128)[:, :64]) is None
 
 
 def test_too_many_elements_are_refused():
@@ -173,6 +216,40 @@ def test_the_scale_bias_epilogue_kernel_takes_alpha_beta_at_run_time(config, ops
     assert len(toolchain.compile_cubin(func)) > 0
 
 
+# a layout, a config: every operand major on both bm (bm=64 splits B by columns), n192
+@pytest.mark.parametrize(
+    "layout, config",
+    [("NN", TileConfig(64, 256, 2)), ("TN", TileConfig(128, 192)), ("TT", TileConfig(64, 128))],
+    ids=str,
+)
+def test_each_layout_takes_its_operands_as_stored_and_sets_the_transpose_bits(layout, config):
+    """A (K, M) / B (K, N) tensors in the kernel signature (M still a run-time argument),
+    the wgmma ``imm-trans-a``/``imm-trans-b`` immediates, and the cubin assembles."""
+    func = make_gemm(1000, 264, "bfloat16", config, layout=layout)
+    params = {str(p.name): p for p in func.params}
+    a_shape = [str(d) for d in params["A"].shape]
+    b_shape = [str(d) for d in params["B"].shape]
+    assert a_shape == (["264", "M"] if layout[0] == "T" else ["M", "264"])
+    assert b_shape == (["264", "1000"] if layout[1] == "N" else ["1000", "264"])
+    src = toolchain.cuda_source(toolchain.compile(func))
+    assert re.search(r"__global__ void .*gemm\w*_kernel\(.*CUtensorMap.*, int M\)", src)
+    bits = set(re.findall(r"wgmma\.mma_async[^;]*p\w*, 1, 1, (\d), (\d);", src))
+    assert bits == {(str(int(layout[0] == "T")), str(int(layout[1] == "N")))}
+    assert len(toolchain.compile_cubin(func)) > 0
+
+
+def test_layout_domain_checks():
+    with pytest.raises(ValueError, match="layout must be one of"):
+        make_gemm(1024, 512, "bfloat16", TileConfig(128, 128), layout="NX")
+    with pytest.raises(ValueError, match="K=260 must be a multiple of 8"):
+        make_gemm(1024, 260, "bfloat16", TileConfig(128, 128), layout="NN")
+    make_gemm(1024, 260, "bfloat16", TileConfig(128, 128), layout="TN")  # both MN-major
+    with pytest.raises(ValueError, match="a_box=16 must be a multiple of 64 for A"):
+        make_gemm(1024, 512, "bfloat16", TileConfig(64, 128), layout="TT", a_box=16)
+    with pytest.raises(ValueError, match="cluster_m=2 with B \\[K, N\\] needs"):
+        make_gemm(1024, 512, "bfloat16", TileConfig(128, 192), layout="NN", cluster_m=2)
+
+
 def test_split_k_variant_limits():
     with pytest.raises(ValueError, match="split=9 must be in 1..8"):
         make_gemm(1024, 512, "bfloat16", TileConfig(128, 128, 9))
@@ -183,10 +260,16 @@ def test_split_k_variant_limits():
 # ---- GPU ------------------------------------------------------------------------------
 
 
-def _data(M, N, K, dtype, seed=0):
+def _data(M, N, K, dtype, seed=0, layout="NT"):
+    """a (M, K), b (N, K) as ``layout`` stores them (transposed views of (K, M) / (K, N))."""
     g = torch.Generator().manual_seed(seed)
     a = torch.randn(M, K, generator=g).to(dtype).cuda()
     b = torch.randn(N, K, generator=g).to(dtype).cuda()
+    if layout[0] == "T":
+        a = a.t().contiguous().t()
+    if layout[1] == "N":
+        b = b.t().contiguous().t()
+    assert gemm_layout(a, b) == layout
     return a, b
 
 
@@ -300,8 +383,8 @@ def test_empty_shapes_and_bad_memory_on_gpu():
     a, b = _data(16, 64, 0, BF16)
     assert torch.equal(gemm(a, b), torch.zeros(16, 64, dtype=BF16, device="cuda"))
     a, b = _data(16, 64, 128, BF16)
-    with pytest.raises(ValueError, match="b must be contiguous"):
-        gemm(a, b.t().contiguous().t())
+    with pytest.raises(ValueError, match="b must be contiguous or the transpose"):
+        gemm(a, torch.cat([b, b], dim=1)[:, :128])
     flat = torch.empty(16 * 128 + 8, dtype=BF16, device="cuda")
     with pytest.raises(ValueError, match="a must be 16-byte aligned"):
         gemm(flat[1 : 1 + 16 * 128].view(16, 128), b)
@@ -341,3 +424,77 @@ def test_torch_compile_fullgraph():
     a, b = _data(128, 256, 256, BF16)
     got = torch.compile(model, fullgraph=True)(a, b)
     torch.testing.assert_close(got, model(a, b))
+
+
+@needs_sm90
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize(
+    "M, N, K, dtype",
+    [(8, 1024, 512, BF16), (40, 520, 264, FP16), (200, 1000, 1000, BF16), (1000, 2048, 1024, BF16)],
+)
+def test_every_layout_matches_fp32_reference(layout, M, N, K, dtype):
+    """Transposed operand views straight into the kernel (no copies): decode (split-K),
+    ragged M, N and K tails, bm=64 and bm=128 dispatches."""
+    a, b = _data(M, N, K, dtype, seed=M, layout=layout)
+    out = torch.full((M, N), float("nan"), dtype=dtype, device="cuda")
+    assert gemm(a, b, out=out) is out
+    _check(out, a, b)
+
+
+@needs_sm90
+@pytest.mark.parametrize("config", CANDIDATES, ids=lambda c: f"bm{c.bm}_bn{c.bn}")
+def test_every_tile_config_with_both_operands_mn_major(config):
+    """Every config with A (K, M) and B (K, N) stored (TN): bm=64 splits B by columns, n192
+    has three 64-column B boxes; M = 200 is a tail of both tile heights."""
+    a, b = _data(200, 1000, 264, FP16, seed=3, layout="TN")
+    out = torch.full((200, 1000), float("nan"), dtype=FP16, device="cuda")
+    launch_gemm(a, b, out, config)
+    _check(out, a, b)
+
+
+@needs_sm90
+@pytest.mark.parametrize("layout", ["NN", "TN", "TT"])
+@pytest.mark.parametrize("config", [TileConfig(64, 128, 4), TileConfig(128, 256, 2)], ids=str)
+def test_split_k_in_the_mn_major_layouts(layout, config):
+    a, b = _data(64, 2048, 4096, BF16, layout=layout)
+    out = torch.full((64, 2048), float("nan"), dtype=BF16, device="cuda")
+    launch_gemm(a, b, out, config)
+    _check(out, a, b)
+
+
+@needs_sm90
+def test_tn_takes_k_that_is_not_a_multiple_of_8():
+    """Both operands MN-major: K is their outer dimension, TMA zero-fills the last K-block."""
+    a, b = _data(200, 520, 260, BF16, layout="TN")
+    _check(gemm(a, b), a, b)
+
+
+@needs_sm90
+@pytest.mark.parametrize("layout", ["NN", "TN", "TT"])
+@pytest.mark.parametrize("M, N, K", [(8, 4096, 4096), (200, 520, 264)])
+def test_alpha_beta_bias_epilogue_in_every_layout(layout, M, N, K):
+    a, b = _data(M, N, K, BF16, layout=layout)
+    g = torch.Generator().manual_seed(7)
+    c0 = torch.randn(M, N, generator=g).to(BF16).cuda()
+    bias = torch.randn(N, generator=g).to(BF16).cuda()
+    out = c0.clone()
+    gemm(a, b, out, bias=bias, alpha=0.5, beta=-2.0)
+    ref = 0.5 * gemm_kernel.reference(a, b) - 2.0 * c0.float() + bias.float()
+    tol = gemm_kernel.tolerance(K, "bfloat16") + 2.0**-8 * float(ref.abs().max())
+    torch.testing.assert_close(out.float(), ref, rtol=0.0, atol=tol)
+
+
+@needs_sm90
+@pytest.mark.parametrize(
+    "layout, variant",
+    [("NN", dict(cluster_m=2)), ("TT", dict(cluster_m=2)), ("TN", dict(inflight=0))],
+    ids=str,
+)
+def test_variants_in_the_mn_major_layouts(layout, variant):
+    ex = toolchain.compile(
+        make_gemm(520, 264, "bfloat16", TileConfig(128, 128), layout=layout, **variant)
+    )
+    a, b = _data(200, 520, 264, BF16, layout=layout)
+    out = torch.full((200, 520), float("nan"), dtype=BF16, device="cuda")
+    ex(a if layout[0] == "N" else a.t(), b if layout[1] == "T" else b.t(), out)
+    _check(out, a, b)

@@ -110,25 +110,29 @@ def mma_op(n: int, ab_dtype: str):
 
 
 @T.inline
-def mma_ss(acc, da, db, scale_d, n, ab_dtype):
+def mma_ss(acc, da, db, scale_d, n, ab_dtype, trans_a=0, trans_b=0):
     """acc[64 x n] (+)= A(desc da)[64 x 16] @ B(desc db)[n x 16]^T; scale_d=False overwrites.
 
-    Both operands K-major in shared memory (no transpose bits; fp8 has none: 64 x 32 tiles).
+    Both operands K-major in shared memory by default; ``trans_a``/``trans_b`` 1 reads that
+    operand MN-major (``imm-trans-a``/``imm-trans-b``; descriptor from
+    :func:`.wgmma.mnmajor_descriptor_base`). fp8 has no transpose bits (K-major, 64 x 32).
     """
     if T.constexpr(ab_dtype in _F8):
         mma_op(n, ab_dtype)(*[acc[i] for i in range(n // 2)], da, db, T.ptx.pred(scale_d), 1, 1)
     else:
         mma_op(n, ab_dtype)(
-            *[acc[i] for i in range(n // 2)], da, db, T.ptx.pred(scale_d), 1, 1, 0, 0
+            *[acc[i] for i in range(n // 2)], da, db, T.ptx.pred(scale_d), 1, 1, trans_a, trans_b
         )
 
 
-def mma_ksteps(acc, da, db, a_steps, b_steps, accumulate, n, ab_dtype):
+def mma_ksteps(acc, da, db, a_steps, b_steps, accumulate, n, ab_dtype, trans_a=0, trans_b=0):
     """Issue ``len(a_steps)`` k16 wgmmas over one shared tile pair (Python-unrolled).
 
     ``da``/``db``: descriptors of the tile bases; ``a_steps``/``b_steps``: byte offsets of
-    the k16 slices (:func:`.wgmma.kstep_offset`), added to the descriptors' address field.
+    the k16 slices (:func:`.wgmma.kstep_offset`, or :func:`.wgmma.mnmajor_kstep_offset` for
+    an MN-major operand), added to the descriptors' address field.
     ``accumulate`` (bool expression) applies to the first step; later steps accumulate.
+    ``trans_a``/``trans_b``: :func:`mma_ss`.
     """
     for i, (oa, ob) in enumerate(zip(a_steps, b_steps)):
         mma_ss(
@@ -138,6 +142,8 @@ def mma_ksteps(acc, da, db, a_steps, b_steps, accumulate, n, ab_dtype):
             accumulate if i == 0 else T.bool(True),
             n,
             ab_dtype,
+            trans_a,
+            trans_b,
         )
 
 

@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""The ratio chart of a run as a PNG, in pure Python (zlib + struct; no plotting library).
+"""Ratio charts as PNGs, in pure Python (zlib + struct; no plotting library).
 
-One horizontal bar per measured workload on a log2 axis centred at 1: green to the right
-when ours is faster (ratio fastest-reference / ours > 1), red to the left when slower.
-Text uses a built-in 5x7 upper-case bitmap font.
+``ratio_chart``: one horizontal bar per measured workload on a log2 axis centred at 1: green
+to the right when ours is faster (ratio fastest-reference / ours > 1), red to the left when
+slower. ``heat_map``: a grid of ratios (e.g. shapes x M), each cell coloured on the same
+log2 scale (white at 1, green above, red below, grey when missing) and labelled with its
+value. Text uses a built-in 5x7 upper-case bitmap font.
 """
 
 from __future__ import annotations
@@ -169,3 +171,58 @@ def write_ratio_plot(rows: list[dict], path: Path) -> Path | None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     save_bytes(path, png)
     return Path(path)
+
+
+def ratio_color(r: float | None, span: float = 1.0) -> tuple[int, int, int]:
+    """The cell colour of ratio ``r``: white at 1, towards green (> 1) or red (< 1), full
+    at ``2**span`` or ``2**-span``; grey when ``r`` is None or not positive."""
+    if r is None or not r > 0:
+        return GREY
+    t = max(-1.0, min(1.0, math.log2(r) / span))
+    end, f = (GREEN if t > 0 else RED), abs(t)
+
+    def mix(i: int) -> int:
+        return int(round(WHITE[i] + (end[i] - WHITE[i]) * f))
+
+    return mix(0), mix(1), mix(2)
+
+
+def heat_map(
+    rows: list[str],
+    cols: list[str],
+    cells: list[list[float | None]],
+    title: str,
+    *,
+    span: float = 1.0,
+    corner: str = "",
+) -> bytes:
+    """PNG bytes of ``cells[i][j]`` (a ratio or None) in a grid, ``rows`` labelling the rows
+    and ``cols`` the columns; colours by :func:`ratio_color` (full at ``2**±span``), each
+    cell's value printed in it; ``corner`` labels the row-label column (e.g. ``N X K``)."""
+    if len(cells) != len(rows) or any(len(line) != len(cols) for line in cells):
+        raise ValueError("heat_map: cells must be len(rows) lists of len(cols) values")
+    pad, cell_h = 12, 26
+    labels = [r[:40] for r in rows]
+    cell_w = max([text_width(c[:12]) for c in cols] + [text_width("0.000")]) + 12
+    left = pad + max([text_width(s) for s in labels + [corner]]) + pad
+    legend = f"WHITE = 1.000, FULL GREEN >= {2**span:g}X, FULL RED <= 1/{2**span:g}X, GREY: NONE"
+    width = max(left + len(cols) * cell_w + pad, text_width(title) + 2 * pad)
+    width = max(width, text_width(legend) + 2 * pad)
+    top = pad + 2 * cell_h
+    height = top + cell_h + len(rows) * cell_h + cell_h + pad
+    c = Canvas(width, height)
+    c.text(pad, pad, title)
+    c.text(pad, top + 6, corner)
+    for j, col in enumerate(cols):
+        x = left + j * cell_w
+        c.text(x + (cell_w - text_width(col[:12])) // 2, top + 6, col[:12])
+    for i, (label, line) in enumerate(zip(labels, cells)):
+        y = top + (i + 1) * cell_h
+        c.text(pad, y + 6, label)
+        for j, r in enumerate(line):
+            x = left + j * cell_w
+            c.rect(x + 1, y + 1, x + cell_w - 1, y + cell_h - 1, ratio_color(r, span))
+            s = "-" if r is None else f"{r:.3f}" if r < 10 else f"{r:.1f}"
+            c.text(x + (cell_w - text_width(s)) // 2, y + 6, s)
+    c.text(pad, top + (len(rows) + 1) * cell_h + 8, legend)
+    return c.png()

@@ -7,15 +7,23 @@ tensor cores (wgmma) over the whole K, then rounded once to the output dtype (ro
 nearest even), as cuBLAS does with fp32 compute. The K order within a tile is fixed, so
 results are deterministic run to run.
 
-Layouts: "NT" only -- A row-major [M, K], B row-major [N, K] (both K-major), C row-major
-[M, N]; contiguous, 16-byte aligned (torch allocations are).
+Layouts (``layout``, one kernel each): the first letter is A's, the second B's, as the
+storage of ``C = op(A) @ op(B)`` in row-major terms. "NT" (the default): A ``[M, K]``, B
+``[N, K]`` (``a @ b.T``, both K-major); "NN": A ``[M, K]``, B ``[K, N]`` (``a @ w``); "TN": A
+``[K, M]``, B ``[K, N]``; "TT": A ``[K, M]``, B ``[N, K]``. An MN-major operand (A ``[K, M]``,
+B ``[K, N]``) is TMA-loaded as a ``[64, mn]`` tile of the same 128B-swizzled format turned on
+its side (64-column boxes along M or N) and read by wgmma with its transpose bit
+(``imm-trans-a``/``imm-trans-b``; descriptor: ``wgmma.mnmajor_descriptor_base``). C is
+row-major ``[M, N]``; every tensor contiguous and 16-byte aligned (torch allocations are).
 
 Domain: N, K static, M a run-time symbol (``T.dynamic``): one compiled kernel per
 (N, K, dtype, tile config) serves every M >= 1. The host wrapper builds the TMA descriptors
 of A and C from the M of the tensors passed, and the grid (``min(tiles, SMs)``) and the tile
-count from M at launch. K % 8 == 0 (TMA needs 16-byte row strides), N % 8 == 0, and M*K,
-N*K, M*N < 2^31 (int32 indexing); other shapes raise ValueError. M, N, K need not be
-multiples of the tile: TMA zero-fills out-of-bounds loads and clips stores at M and N.
+count from M at launch. TMA needs 16-byte row strides: N % 8 == 0 (C, and B ``[K, N]``),
+K % 8 == 0 unless both operands are MN-major ("TN"), and M % 8 == 0 when A is ``[K, M]``
+(checked at call time by the op); M*K, N*K, M*N < 2^31 (int32 indexing); other shapes raise
+ValueError. M, N, K need not be multiples of the tile: TMA zero-fills out-of-bounds loads
+and clips stores at M and N.
 
 Schedule (warp-specialized, persistent; building blocks in ``tirx_kernels.core.sm90``):
 384 threads = 3 warpgroups. Warpgroup 0 is the producer (``setmaxnreg`` down to 40): one
@@ -49,28 +57,42 @@ import functools
 
 from tirx_kernels.core.sm90 import dsl
 from tirx_kernels.core.sm90.layouts import Swizzle
-from tirx_kernels.core.sm90.wgmma import kmajor_descriptor_base, kstep_offset
+from tirx_kernels.core.sm90.wgmma import (
+    kmajor_descriptor_base,
+    kstep_offset,
+    mnmajor_descriptor_base,
+    mnmajor_kstep_offset,
+)
 from tirx_kernels.core.toolchain import T
 
 from ._gemm_schedule import BK, EPI_BYTES, TileConfig, pick_stages
 from ._gemm_schedule import num_sms as default_num_sms
 
 DTYPES = ("bfloat16", "float16")
+LAYOUTS = ("NT", "NN", "TN", "TT")  # (A, B): N = [M, K] / [K, N] storage, T = transposed
 DEFAULT_CONFIG = TileConfig(128, 128)
 OPS = ("", "scale", "scale_bias")
 _PRODUCER_REGS, _CONSUMER_REGS = 40, 232  # 128*40 + 256*232 <= 64K registers per SM
 # rows of one A box at bm=64: boxes past M are skipped (decode M loads 16 rows, not 64)
 _SMALL_A_BOX = 16
+_MN_BOX = 64  # columns of one MN-major box: one 128B swizzle atom of 16-bit elements
 
 
-def check_domain(N, K, dtype, M=1):
-    """ValueError for a shape or dtype the kernel does not take (M: any int >= 1)."""
+def check_domain(N, K, dtype, M=1, layout="NT"):
+    """ValueError for a shape, dtype or layout the kernel does not take (M: any int >= 1,
+    a multiple of 8 when A is ``[K, M]``; None skips the M checks)."""
     if dtype not in DTYPES:
         raise ValueError(f"fp16_bf16_gemm: dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"fp16_bf16_gemm: layout must be one of {LAYOUTS}, got {layout!r}")
+    if M is None:
+        M = 8
+    elif layout[0] == "T" and isinstance(M, int) and M % 8:
+        raise ValueError(f"fp16_bf16_gemm: M={M} must be a multiple of 8 when A is [K, M]")
     for name, v in (("M", M), ("N", N), ("K", K)):
         if not isinstance(v, int) or v < 1:
             raise ValueError(f"fp16_bf16_gemm: {name} must be a positive int, got {v!r}")
-    if K % 8:
+    if K % 8 and layout != "TN":
         raise ValueError(f"fp16_bf16_gemm: K={K} must be a multiple of 8 (TMA 16-byte rows)")
     if N % 8:
         raise ValueError(f"fp16_bf16_gemm: N={N} must be a multiple of 8")
@@ -78,7 +100,7 @@ def check_domain(N, K, dtype, M=1):
         raise ValueError("fp16_bf16_gemm: M*K, N*K and M*N must be < 2^31 (int32 indexing)")
 
 
-def _check_variant(config, stages, inflight, cluster_m, epilogue, a_box, ktiles):
+def _check_variant(config, stages, inflight, cluster_m, epilogue, a_box, ktiles, layout):
     if TileConfig(config.bm, config.bn) not in _VALID_CONFIGS:
         raise ValueError(
             f"fp16_bf16_gemm: config must be bm in (64, 128) with a wgmma width of 64..256 "
@@ -97,6 +119,11 @@ def _check_variant(config, stages, inflight, cluster_m, epilogue, a_box, ktiles)
         raise ValueError("fp16_bf16_gemm: split-K needs inflight <= K-blocks per split")
     if a_box % 8 or config.bm % a_box:
         raise ValueError(f"fp16_bf16_gemm: a_box={a_box} must be a multiple of 8 dividing bm")
+    # an MN-major box is whole 64-column (128-byte) swizzle atoms along M or N
+    if layout[0] == "T" and a_box % _MN_BOX:
+        raise ValueError(f"fp16_bf16_gemm: a_box={a_box} must be a multiple of 64 for A [K, M]")
+    if layout[1] == "N" and cluster_m > 1 and (config.bn // cluster_m) % _MN_BOX:
+        raise ValueError("fp16_bf16_gemm: cluster_m=2 with B [K, N] needs bn / 2 % 64 == 0")
 
 
 _VALID_CONFIGS = {TileConfig(128, n) for n in (64, 128, 192, 256)} | {
@@ -118,8 +145,9 @@ def make_gemm(
     epilogue="tma",
     a_box=None,
     ops="",
+    layout="NT",
 ):
-    """The PrimFunc for one (N, K, dtype, tile config); M is a run-time symbol.
+    """The PrimFunc for one (N, K, dtype, tile config, layout); M is a run-time symbol.
 
     ``config``: the :class:`TileConfig` (``_gemm_schedule.pick_config`` picks it per M);
     ``stages``/``num_sms`` default from ``_gemm_schedule`` and the device.
@@ -134,18 +162,20 @@ def make_gemm(
     "scale_bias" adds ``bias[col]`` too (fp32 math before the one rounding; C is read only
     when beta != 0). Those kernels take ``(A, B, C, WS, LOCK, BIAS, alpha, beta)`` whatever
     the split (unused tensors may be any small placeholder).
+    ``layout``: one of :data:`LAYOUTS` (module docstring); A and B are passed as stored.
     """
-    check_domain(N, K, dtype)
+    check_domain(N, K, dtype, None, layout)
     config = TileConfig(*config)
     BM, BN, WN, split = config.bm, config.bn, config.wgmma_n, config.split
     num_sms = num_sms or default_num_sms()
-    a_box = a_box or (BM if BM == 128 else _SMALL_A_BOX)
+    a_mn, b_mn = layout[0] == "T", layout[1] == "N"  # MN-major operands
+    a_box = a_box or (_MN_BOX if a_mn else BM if BM == 128 else _SMALL_A_BOX)
     tdt = dtype
     a_bytes, b_bytes = BM * BK * 2, BN * BK * 2
     # TMA epilogue: 2 consumer warpgroups x 2 staging buffers of 64 x 64 (8 KiB)
     staging = 4 * EPI_BYTES if epilogue == "tma" else 0
     stages = stages or pick_stages(BM, BN, staging)
-    _check_variant(config, stages, inflight, cluster_m, epilogue, a_box, -(-K // BK))
+    _check_variant(config, stages, inflight, cluster_m, epilogue, a_box, -(-K // BK), layout)
     if ops not in OPS:
         raise ValueError(f"fp16_bf16_gemm: ops must be one of {OPS}, got {ops!r}")
     has_ops, with_bias = ops != "", ops == "scale_bias"
@@ -163,10 +193,12 @@ def make_gemm(
     ctas = T.min(units, num_sms // cluster_m)  # persistent clusters: grid = ctas * cluster_m
     ktiles = -(-K // BK)
     mode = Swizzle.B128
-    desc_a = kmajor_descriptor_base(mode, BM)
-    desc_b = kmajor_descriptor_base(mode, BN)
-    a_steps = [kstep_offset(k, rows=BM, elem_bytes=2, mode=mode) for k in range(BK // 16)]
-    b_steps = [kstep_offset(k, rows=BN, elem_bytes=2, mode=mode) for k in range(BK // 16)]
+    # an MN-major stage tile is [BK, bm or bn]: 64-column blocks of BK * 128 bytes, so the
+    # per-warpgroup byte offsets below hold for both majors
+    desc_a, a_steps = _operand(a_mn, BM, mode)
+    desc_b, b_steps = _operand(b_mn, BN, mode)
+    a_view = (BK, a_box) if a_mn else (a_box, BK)  # one A box in shared memory
+    a_shape, b_shape = ((K, M) if a_mn else (M, K)), ((K, N) if b_mn else (N, K))
     check_cols = N % BN != 0
     group = max(1, group_m // cluster_m)
     half = BN // cluster_m  # B rows each CTA of a cluster loads
@@ -180,11 +212,18 @@ def make_gemm(
         """The A boxes of one K-block (Python-unrolled): the first always, the others only
         when they hold a row < M (``boxes`` of them; the tx count expects exactly those)."""
         for j in range(n_boxes):
-            sa = dsl.smem_view(arena, stage_bytes + j * box_bytes, (a_box, BK), tdt, mode)
+            sa = dsl.smem_view(arena, stage_bytes + j * box_bytes, a_view, tdt, mode)
+            r, c = (col, row + j * a_box) if a_mn else (row + j * a_box, col)
             if j == 0:
-                dsl.tma_load_tile(sa, A, ring.full_bar(), (row, col), mode)
+                dsl.tma_load_tile(sa, A, ring.full_bar(), (r, c), mode)
             else:
-                _guarded_load(sa, A, ring.full_bar(), row + j * a_box, col, row + j * a_box < M)
+                _guarded_load(sa, A, ring.full_bar(), r, c, row + j * a_box < M)
+
+    def _load_b(arena, B, ring, offset, rows, row, col, cta_mask):
+        """B rows [row, row + rows) of the tile (N), K-block at ``col``: one tile load."""
+        sb = dsl.smem_view(arena, offset, (BK, rows) if b_mn else (rows, BK), tdt, mode)
+        at = (col, row) if b_mn else (row, col)
+        dsl.tma_load_tile(sb, B, ring.full_bar(), at, mode, cta_mask=cta_mask)
 
     @T.inline
     def store_tile(C, acc, arena, base, tm, tn, wg, packed, packed4, BIAS, alpha, beta):
@@ -255,25 +294,26 @@ def make_gemm(
                         ring.producer_expect(T.cast(boxes * box_bytes + b_bytes, "uint32"))
                         _load_a(arena, A, ring, ring.stage * a_bytes, tm * BM, kt * BK)
                         if T.constexpr(cluster_m == 1):
-                            sb = dsl.smem_view(
-                                arena, stages * a_bytes + ring.stage * b_bytes, (BN, BK), tdt, mode
-                            )
-                            dsl.tma_load_tile(sb, B, ring.full_bar(), (tn * BN, kt * BK), mode)
-                        else:
-                            sb = dsl.smem_view(
+                            _load_b(
                                 arena,
-                                stages * a_bytes + ring.stage * b_bytes + rank * half * BK * 2,
-                                (half, BK),
-                                tdt,
-                                mode,
-                            )
-                            dsl.tma_load_tile(
-                                sb,
                                 B,
-                                ring.full_bar(),
-                                (tn * BN + rank * half, kt * BK),
-                                mode,
-                                cta_mask=(1 << cluster_m) - 1,
+                                ring,
+                                stages * a_bytes + ring.stage * b_bytes,
+                                BN,
+                                tn * BN,
+                                kt * BK,
+                                None,
+                            )
+                        else:
+                            _load_b(
+                                arena,
+                                B,
+                                ring,
+                                stages * a_bytes + ring.stage * b_bytes + rank * half * BK * 2,
+                                half,
+                                tn * BN + rank * half,
+                                kt * BK,
+                                (1 << cluster_m) - 1,
                             )
                         ring.advance()
                 if T.constexpr(cluster_m > 1):
@@ -304,7 +344,9 @@ def make_gemm(
                         base + T.cast(stages * a_bytes + ring.stage * b_bytes, "uint32") + b_wg,
                     )
                     dsl.wgmma_fence()
-                    dsl.mma_ksteps(acc, da, db, a_steps, b_steps, kt > k0, WN, tdt)
+                    dsl.mma_ksteps(
+                        acc, da, db, a_steps, b_steps, kt > k0, WN, tdt, int(a_mn), int(b_mn)
+                    )
                     dsl.wgmma_commit()
                     dsl.wgmma_wait(inflight)
                     if T.constexpr(inflight == 0):
@@ -338,8 +380,8 @@ def make_gemm(
                     dsl.bulk_wait(0)  # staging smem must outlive the stores that read it
 
     # the parameter types of every variant: A, B, C, then the split-K workspace and locks
-    a_type = T.Tensor((M, K), tdt, align=16)
-    b_type = T.Tensor((N, K), tdt, align=16)
+    a_type = T.Tensor(a_shape, tdt, align=16)
+    b_type = T.Tensor(b_shape, tdt, align=16)
     c_type = T.Tensor((M, N), tdt, align=16)
     if split == 1 and not ops:
 
@@ -397,6 +439,16 @@ def _apply_ops(acc, C, BIAS, alpha, beta, row0, col0, n, rows, cols, with_bias):
                         acc[4 * j + 2 * h + e] = acc[4 * j + 2 * h + e] + beta * T.cast(
                             C[r + 8 * h, c + 8 * j + e], "float32"
                         )
+
+
+def _operand(mn_major, rows, mode):
+    """(descriptor base, k16-step byte offsets) of a stage tile of ``rows`` M or N rows:
+    K-major ``[rows, BK]``, or MN-major ``[BK, rows]`` (read with the transpose bit)."""
+    if mn_major:
+        steps = [mnmajor_kstep_offset(k, mode=mode) for k in range(BK // 16)]
+        return mnmajor_descriptor_base(mode, BK), steps
+    steps = [kstep_offset(k, rows=rows, elem_bytes=2, mode=mode) for k in range(BK // 16)]
+    return kmajor_descriptor_base(mode, rows), steps
 
 
 def _k_range(s, ktiles, split):

@@ -3,8 +3,11 @@
 """The public GEMM op: ``gemm(a, b, out=None, *, bias=None, alpha=1.0, beta=0.0)``
 computes ``alpha * a @ b.T + bias + beta * out`` (by default ``a @ b.T``).
 
-``a`` is (M, K), ``b`` is (N, K) -- the kernel's NT layout, both K-major, as a linear
-layer's weight is stored -- and ``out`` is (M, N); bf16 or fp16, fp32 accumulation.
+``a`` is (M, K), ``b`` is (N, K) -- as a linear layer's weight is stored -- and ``out`` is
+(M, N), contiguous; bf16 or fp16, fp32 accumulation. ``a`` and ``b`` are each either
+contiguous or the transpose of a contiguous tensor (``x.t()``): :func:`gemm_layout` reads the
+kernel layout ("NT", "NN", "TN", "TT", ``_gemm_tirx``) from their strides, so no operand is
+copied; other strides raise ValueError. (``tirx_kernels.basic.matmul`` is ``a @ b``.)
 ``torch.ops.tirx_kernels.basic_gemm(out, a, b, bias=None, alpha=1.0, beta=0.0)`` writes
 ``out`` and returns None (a torch custom op: eager, CUDA graphs,
 ``torch.compile(fullgraph=True)``); ``gemm`` allocates ``out`` when it is None and returns
@@ -12,7 +15,7 @@ it. N and K are compile-time constants of the kernel, M
 is a run-time argument: ``_gemm_schedule.pick_config`` picks the tile config (and split-K)
 for the shape of the call, and the first call of each (N, K, dtype, config) compiles it
 (seconds); every later call with any M reuses it (``compiled_gemm``, a per-process cache
-keyed without M). Split-K configs also take a workspace and tile locks that
+keyed without M; one kernel per layout). Split-K configs also take a workspace and tile locks that
 ``split_scratch`` keeps per (device, stream).
 """
 
@@ -23,22 +26,43 @@ import functools
 import torch
 
 from tirx_kernels.core import toolchain
+from tirx_kernels.core.args import check_memory
 from tirx_kernels.core.ops import public_op
 
-from ._args import DTYPE_NAMES, check_tensors, dtype_name
+from ._args import DTYPE_NAMES, dtype_name
 from ._gemm_schedule import TileConfig, num_sms, pick_config
 from ._gemm_tirx import make_gemm
 
-__all__ = ["compiled_gemm", "gemm", "gemm_config", "launch_gemm"]
+__all__ = ["compiled_gemm", "gemm", "gemm_config", "gemm_layout", "launch_gemm"]
 
 
 @functools.cache
-def compiled_gemm(N: int, K: int, dtype: str, config: TileConfig, ops: str = ""):
-    """The kernel for one (N, K, dtype, tile config, epilogue ops), compiled once per
-    process; it serves every M. Called as ``(a, b, out)`` (plain), ``(a, b, out, ws,
-    lock)`` (split-K) or ``(a, b, out, ws, lock, bias, alpha, beta)`` (ops); see
-    :func:`launch_gemm`."""
-    return toolchain.compile(make_gemm(N, K, dtype, TileConfig(*config), ops=ops))
+def compiled_gemm(
+    N: int, K: int, dtype: str, config: TileConfig, ops: str = "", layout: str = "NT"
+):
+    """The kernel for one (N, K, dtype, tile config, epilogue ops, layout), compiled once
+    per process; it serves every M. Called as ``(a, b, out)`` (plain), ``(a, b, out, ws,
+    lock)`` (split-K) or ``(a, b, out, ws, lock, bias, alpha, beta)`` (ops), with ``a`` and
+    ``b`` as stored (``[K, M]``/``[K, N]`` when MN-major); see :func:`launch_gemm`."""
+    return toolchain.compile(make_gemm(N, K, dtype, TileConfig(*config), ops=ops, layout=layout))
+
+
+def _major(t: torch.Tensor, natural: str, transposed: str) -> str | None:
+    """``natural`` when ``t`` is contiguous, ``transposed`` when ``t.t()`` is, else None."""
+    if t.is_contiguous():
+        return natural
+    if t.t().is_contiguous():
+        return transposed
+    return None
+
+
+def gemm_layout(a: torch.Tensor, b: torch.Tensor) -> str | None:
+    """The kernel layout of ``a @ b.T`` for 2-D ``a`` (M, K) and ``b`` (N, K) views, from
+    their strides: A "N" when ``a`` is contiguous, "T" when ``a.t()`` is (stored (K, M));
+    B "T" when ``b`` is contiguous, "N" when ``b.t()`` is (stored (K, N), ``a @ w``).
+    None when an operand is neither."""
+    la, lb = _major(a, "N", "T"), _major(b, "T", "N")
+    return la + lb if la and lb else None
 
 
 def gemm_config(M: int, N: int, K: int) -> TileConfig:
@@ -73,11 +97,14 @@ def launch_gemm(
     alpha: float = 1.0,
     beta: float = 0.0,
 ):
-    """Run the compiled kernel of ``config`` on valid arguments: split-K with its scratch,
-    the scale/bias epilogue when ``bias``, ``alpha`` or ``beta`` asks for it."""
+    """Run the compiled kernel of ``config`` on valid arguments (``a`` (M, K), ``b`` (N, K),
+    each contiguous or a transposed contiguous tensor: :func:`gemm_layout`): split-K with its
+    scratch, the scale/bias epilogue when ``bias``, ``alpha`` or ``beta`` asks for it."""
     (M, K), N = a.shape, b.shape[0]
+    layout = gemm_layout(a, b) or "NT"
+    a, b = (a if layout[0] == "N" else a.t()), (b if layout[1] == "T" else b.t())
     ops = "scale_bias" if bias is not None else ("" if (alpha, beta) == (1.0, 0.0) else "scale")
-    ex = compiled_gemm(N, K, DTYPE_NAMES[a.dtype], config, ops)
+    ex = compiled_gemm(N, K, DTYPE_NAMES[a.dtype], config, ops, layout)
     if config.split == 1 and not ops:
         ex(a, b, out)
         return
@@ -109,19 +136,52 @@ def _check(
     if b.dim() != 2 or b.shape[1] != a.shape[1]:
         raise ValueError(
             f"{fn}: b must be 2-D (N, K) with a's K = {a.shape[1]} (gemm computes "
-            f"a @ b.T), got shape {tuple(b.shape)}; for a (K, N) matrix pass "
-            "b.T.contiguous()"
+            f"a @ b.T), got shape {tuple(b.shape)}; for a (K, N) matrix pass b.T "
+            "(or call tirx_kernels.basic.matmul)"
         )
+    check_operands(fn, out, a, b, bias, n_of_b="b.shape[0]")
+    return dtype
+
+
+def check_operands(
+    fn: str,
+    out: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    *,
+    n_of_b: str,
+    b_name: str = "b",
+) -> str:
+    """The checks :func:`gemm` and ``matmul`` share, on 2-D ``a`` (M, K) and ``b`` (N, K)
+    with matching K (``b`` is matmul's ``b.t()``; ``b_name``/``n_of_b`` name it in the
+    messages): layouts, TMA's 16-byte strides, sizes, ``out``, ``bias``, memory. Returns
+    the kernel layout (:func:`gemm_layout`)."""
+    for name, t in (("a", a), (b_name, b)):
+        if _major(t, "N", "T") is None:
+            raise ValueError(
+                f"{fn}: {name} must be contiguous or the transpose of a contiguous tensor "
+                f"({name}.t().is_contiguous()), got strides {tuple(t.stride())}; "
+                f"pass {name}.contiguous()"
+            )
+    layout = gemm_layout(a, b)
     (M, K), N = a.shape, b.shape[0]
-    if K % 8:
+    if K % 8 and layout != "TN":
         raise ValueError(
             f"{fn}: K = a.shape[1] must be a multiple of 8 (TMA needs 16-byte "
-            f"rows), got {K}; zero-pad a and b along K to a multiple of 8"
+            f"rows) unless both operands are MN-major, got {K}; zero-pad a and b along K "
+            "to a multiple of 8"
         )
     if N % 8:
         raise ValueError(
-            f"{fn}: N = b.shape[0] must be a multiple of 8, got {N}; zero-pad b "
-            "with rows to a multiple of 8 and slice the result's columns"
+            f"{fn}: N = {n_of_b} must be a multiple of 8, got {N}; zero-pad {b_name} "
+            "to a multiple of 8 along N and slice the result's columns"
+        )
+    if M % 8 and layout[0] == "T":
+        raise ValueError(
+            f"{fn}: a is the transpose of a contiguous (K, M) tensor, whose rows TMA reads "
+            f"with 16-byte strides: M must be a multiple of 8 then, got {M}; pass "
+            "a.contiguous()"
         )
     if max(M * K, N * K, M * N) >= 2**31:
         raise ValueError(
@@ -138,8 +198,18 @@ def _check(
             f"{fn}: bias must be 1-D ({N},) of a's dtype {a.dtype}, got "
             f"{tuple(bias.shape)} {bias.dtype}; pass bias.reshape({N}).to(a.dtype)"
         )
-    check_tensors(fn, a=a, b=b, out=out, **({} if bias is None else {"bias": bias}))
-    return dtype
+    device = a.get_device()
+    for name, t in (("a", a), (b_name, b)):  # contiguous or transposed: checked above
+        check_memory(fn, name, t, device, contiguous=False)
+        if t.data_ptr() % 16:
+            raise ValueError(
+                f"{fn}: {name} must be 16-byte aligned (a view at an offset is not); "
+                f"pass {name}.clone()"
+            )
+    for name, t in (("out", out), ("bias", bias)):
+        if t is not None:
+            check_memory(fn, name, t, device)
+    return layout
 
 
 @public_op("basic_gemm", mutates_args=("out",))

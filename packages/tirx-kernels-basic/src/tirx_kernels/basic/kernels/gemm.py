@@ -1,13 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""Dense GEMM ``C = A @ B^T`` (NT) for sm_90a, bf16/fp16: the kernel module.
+"""Dense GEMM ``C = A @ B^T`` for sm_90a, bf16/fp16, in four layouts: the kernel module.
 
-The public op is ``tirx_kernels.basic.gemm.gemm`` (``torch.ops.tirx_kernels.basic_gemm``);
-the kernel, its numerics, domain and schedule are in ``_gemm_tirx`` (M is a run-time
-argument: one compile per (N, K, dtype, tile config)), the tile config chosen per M in
-``_gemm_schedule``. run_test checks the op against an fp32 matmul; run_bench times the
-compiled kernel the op dispatches to (or a forced ``bm``/``bn``/``split``, for sweeps)
-beside ``torch.matmul`` (cuBLAS).
+The public ops are ``tirx_kernels.basic.gemm.gemm`` (``torch.ops.tirx_kernels.basic_gemm``,
+``a @ b.T``) and ``tirx_kernels.basic.matmul`` (``basic_matmul``, ``a @ b``); the kernel, its
+numerics, domain and schedule are in ``_gemm_tirx`` (M is a run-time argument: one compile
+per (N, K, dtype, layout, tile config)), the tile config chosen per M in ``_gemm_schedule``.
+A config's ``layout`` (default "NT": a (M, K), b (N, K), both contiguous) says which operands
+are stored transposed (``_gemm_tirx.LAYOUTS``); ``prepare_data`` makes them as views.
+run_test checks the op (``gemm`` for NT, ``matmul`` for the others) against an fp32 matmul;
+run_bench times the compiled kernel the op dispatches to (or a forced ``bm``/``bn``/``split``,
+for sweeps) beside ``torch.matmul`` (cuBLAS) on the same views.
 """
 
 from __future__ import annotations
@@ -19,17 +22,18 @@ import torch
 from tirx_kernels.basic._gemm_schedule import TileConfig
 from tirx_kernels.basic._gemm_tirx import make_gemm
 from tirx_kernels.basic.gemm import compiled_gemm, gemm, gemm_config, launch_gemm
+from tirx_kernels.basic.mm import matmul
 from tirx_kernels.core import testing, toolchain
 
 KERNEL_META = {
     "name": "fp16_bf16_gemm",
-    "description": "C = A @ B^T (NT), bf16/fp16 in and out, fp32 accumulation; TMA + wgmma",
+    "description": "C = A @ B^T (NT, NN, TN, TT), bf16/fp16, fp32 accumulation; TMA + wgmma",
     "category": "basic",
     "archs": ["sm_90a"],
     "compute_capability": 9,
     "dtypes": ["bfloat16", "float16"],
 }
-PUBLIC_OPS = ("basic_gemm",)
+PUBLIC_OPS = ("basic_gemm", "basic_matmul")
 
 # (dtype abbreviation, dtype, M, N, K): every M class of the issue (decode 1..64, skinny
 # 128/256, 1000-1024, 3000, large), ragged tails in M, N and K, and both bm=64 box counts
@@ -51,9 +55,36 @@ _SHAPES = [
     ("bf16", "bfloat16", 4096, 4096, 4096),
     ("bf16", "bfloat16", 8192, 8192, 8192),
 ]
+# (dtype_layout abbreviation, dtype, layout, M, N, K) of the other layouts: decode and ragged M
+# (A (M, K) takes any M; A stored (K, M) needs M % 8 == 0: 8, 40, 200, 1000 are tails of
+# the 64/128-row tiles), ragged N (520, 1000) and K (264; 260 only in TN, both MN-major),
+# split-K (M <= 64, M = 1000 at N = K = 1000), the bm=64 and bm=128 A boxes, fp16
+_LAYOUT_SHAPES = [
+    ("bf16_nn", "bfloat16", "NN", 1, 4096, 4096),
+    ("bf16_nn", "bfloat16", "NN", 333, 520, 264),
+    ("fp16_nn", "float16", "NN", 1000, 1000, 1000),
+    ("bf16_nn", "bfloat16", "NN", 4096, 4096, 4096),
+    ("bf16_tn", "bfloat16", "TN", 8, 1024, 512),
+    ("bf16_tn", "bfloat16", "TN", 200, 520, 260),
+    ("fp16_tn", "float16", "TN", 1000, 1000, 1000),
+    ("bf16_tt", "bfloat16", "TT", 40, 1024, 512),
+    ("bf16_tt", "bfloat16", "TT", 200, 520, 264),
+    ("bf16_tt", "bfloat16", "TT", 3000, 5120, 5120),
+    ("bf16_nt", "bfloat16", "NT", 333, 520, 264),
+]
 CONFIGS = [
     {"label": f"{ab}_m{m}_n{n}_k{k}", "dtype": dt, "M": m, "N": n, "K": k}
     for ab, dt, m, n, k in _SHAPES
+] + [
+    {
+        "label": f"{ab}_m{m}_n{n}_k{k}",
+        "dtype": dt,
+        "layout": lay,
+        "M": m,
+        "N": n,
+        "K": k,
+    }
+    for ab, dt, lay, m, n, k in _LAYOUT_SHAPES
 ]
 
 # squares; N = K = 8192 over the issue's M classes (decode, skinny 128/256 -- the 0.77
@@ -78,16 +109,21 @@ def _tile(M, N, K, bm=None, bn=None, split=None):
     return TileConfig(bm or picked.bm, bn or picked.bn, split or picked.split)
 
 
-def get_kernel(M, N, K, dtype="bfloat16", bm=None, bn=None, split=None, **_):
-    return make_gemm(N, K, dtype, _tile(M, N, K, bm, bn, split))
+def get_kernel(M, N, K, dtype="bfloat16", bm=None, bn=None, split=None, layout=None, **_):
+    return make_gemm(N, K, dtype, _tile(M, N, K, bm, bn, split), layout=layout or "NT")
 
 
-def prepare_data(M, N, K, dtype="bfloat16", seed=0, **_):
-    """A, B ~ N(0, 1) in the dtype; C pre-filled with NaN so unwritten outputs show."""
+def prepare_data(M, N, K, dtype="bfloat16", seed=0, layout=None, **_):
+    """A (M, K), B (N, K) ~ N(0, 1) in the dtype, as ``layout`` stores them (A "T": the
+    transposed view of a contiguous (K, M); B "N": of a contiguous (K, N)); C pre-filled
+    with NaN so unwritten outputs show."""
+    layout = layout or "NT"
     tdtype = testing.torch_dtype(dtype)
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    a = torch.randn(M, K, device="cuda", generator=gen).to(tdtype)
-    b = torch.randn(N, K, device="cuda", generator=gen).to(tdtype)
+    a = torch.randn(*((M, K) if layout[0] == "N" else (K, M)), device="cuda", generator=gen)
+    b = torch.randn(*((N, K) if layout[1] == "T" else (K, N)), device="cuda", generator=gen)
+    a = a.to(tdtype) if layout[0] == "N" else a.to(tdtype).t()
+    b = b.to(tdtype) if layout[1] == "T" else b.to(tdtype).t()
     c = torch.full((M, N), float("nan"), device="cuda", dtype=tdtype)
     return a, b, c
 
@@ -108,25 +144,30 @@ def tolerance(K, dtype):
     return 8.0 * K**0.5 * ulp + 1e-3
 
 
-def run_test(M, N, K, dtype="bfloat16"):
-    """The public op vs an fp32 matmul; without an sm_90a GPU, compile to a cubin and skip."""
+def run_test(M, N, K, dtype="bfloat16", layout=None):
+    """The public op vs an fp32 matmul: ``gemm(a, b)`` without a layout, ``matmul(a, b.t())``
+    with one; without an sm_90a GPU, compile to a cubin and skip."""
     if toolchain.gpu_arch() not in KERNEL_META["archs"]:
-        toolchain.compile_cubin(get_kernel(M, N, K, dtype))
+        toolchain.compile_cubin(get_kernel(M, N, K, dtype, layout=layout))
         raise unittest.SkipTest(f"compiled to a cubin; no {KERNEL_META['archs']} GPU to run on")
-    a, b, c = prepare_data(M, N, K, dtype)
-    gemm(a, b, out=c)
+    a, b, c = prepare_data(M, N, K, dtype, layout=layout)
+    if layout is None:
+        gemm(a, b, out=c)
+    else:
+        matmul(a, b.t(), out=c)
     torch.cuda.synchronize()
     tol = tolerance(K, dtype)
-    what = f"fp16_bf16_gemm {dtype} M={M} N={N} K={K} vs fp32 matmul"
+    what = f"fp16_bf16_gemm {dtype} {layout or 'NT'} M={M} N={N} K={K} vs fp32 matmul"
     worst = testing.assert_close(what, c, reference(a, b), atol=tol, rtol=0.0)
     return {"max_abs_err": worst, "tol": tol, "config": list(gemm_config(M, N, K))}
 
 
-def run_bench(M, N, K, dtype="bfloat16", bm=None, bn=None, split=None, **options):
-    """Kernel time (us) of ours and of cuBLAS (``torch.matmul`` into a preallocated out)."""
+def run_bench(M, N, K, dtype="bfloat16", bm=None, bn=None, split=None, layout=None, **options):
+    """Kernel time (us) of ours and of cuBLAS (``torch.matmul`` into a preallocated out) on
+    the same operand views."""
     config = _tile(M, N, K, bm, bn, split)
-    compiled_gemm(N, K, dtype, config)  # compile before timing
-    a, b, c = prepare_data(M, N, K, dtype)
+    compiled_gemm(N, K, dtype, config, "", layout or "NT")  # compile before timing
+    a, b, c = prepare_data(M, N, K, dtype, layout=layout)
 
     def build_cublas():
         out, bt = torch.empty_like(c), b.t()

@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The public op ``matmul(a, b, out=None)``: ``a @ b`` with ``torch.matmul`` semantics for
+2-D bf16/fp16 ``a`` (M, K) and ``b`` (K, N), fp32 accumulation, into ``out`` (M, N).
+
+Layouts come from the strides, without copies: each operand is either contiguous or the
+transpose of a contiguous tensor (``x.t()``, ``x.mT``). ``a`` contiguous / transposed is the
+kernel's A "N" / "T", ``b`` contiguous (``a @ w``) / transposed (``a @ w.t()``, a linear
+layer's (N, K) weight) its B "N" / "T": the four layouts NN, NT, TN, TT of ``_gemm_tirx``,
+one compiled kernel each per (N, K, dtype, tile config), every M at run time.
+Anything else raises ValueError naming the argument and the fix, never a silent copy:
+other strides (``pass a.contiguous()``), dtypes, devices, shapes, and TMA's 16-byte strides
+(N % 8 == 0; K % 8 == 0 unless ``a`` is transposed and ``b`` contiguous; M % 8 == 0 when
+``a`` is transposed).
+``torch.ops.tirx_kernels.basic_matmul(out, a, b)`` writes ``out`` and returns None (a torch
+custom op: eager, CUDA graphs, ``torch.compile(fullgraph=True)``); ``matmul`` allocates
+``out`` when it is None and returns it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tirx_kernels.core.ops import public_op
+
+from ._args import dtype_name
+from .gemm import check_operands, gemm_config, launch_gemm
+
+__all__ = ["matmul"]
+
+
+def _check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> str:
+    """The kernel layout of valid arguments; ValueError naming the argument and the fix."""
+    fn = "matmul"
+    dtype_name(fn, "a", a)
+    if b.dtype != a.dtype:
+        raise ValueError(
+            f"{fn}: b must have a's dtype {a.dtype}, got {b.dtype}; cast it with b.to(a.dtype)"
+        )
+    if a.dim() != 2:
+        raise ValueError(
+            f"{fn}: a must be 2-D (M, K), got shape {tuple(a.shape)}; "
+            "flatten it with a.view(-1, a.shape[-1])"
+        )
+    if b.dim() != 2 or b.shape[0] != a.shape[1]:
+        raise ValueError(
+            f"{fn}: b must be 2-D (K, N) with a's K = {a.shape[1]} (matmul computes a @ b), "
+            f"got shape {tuple(b.shape)}; for an (N, K) weight pass w.t()"
+        )
+    if not (b.is_contiguous() or b.t().is_contiguous()):
+        raise ValueError(
+            f"{fn}: b must be contiguous or the transpose of a contiguous tensor "
+            f"(b.t().is_contiguous()), got strides {tuple(b.stride())}; pass b.contiguous()"
+        )
+    return check_operands(fn, out, a, b.t(), n_of_b="b.shape[1]")
+
+
+@public_op("basic_matmul", mutates_args=("out",))
+def _matmul(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    _check(out, a, b)
+    (M, K), N = a.shape, b.shape[1]
+    if not M or not N:  # an empty output has nothing to launch
+        return
+    if not K:  # the kernel needs K >= 1; a sum over nothing is zero
+        out.zero_()
+        return
+    launch_gemm(a, b.t(), out, gemm_config(M, N, K))
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``a @ b`` for ``a`` (M, K) and ``b`` (K, N), each contiguous or a transposed
+    contiguous tensor (module docstring); writes ``out`` (M, N) when given and returns it."""
+    if out is None:
+        # (M, N) for valid 2-D arguments; any shape otherwise, so the op's check reports them
+        out = a.new_empty(a.shape[:-1] + b.shape[-1:])
+    _matmul(out, a, b)
+    return out
