@@ -31,10 +31,11 @@ FIXED_OVERHEAD_BLOCKS = 5
 META_INTS = 8
 
 # Schedules of the split-KV kernel (docs/mla_decode.md): "v1" (_mla_decode_tirx, both
-# warpgroups compute the whole S) and "v2" (_mla_decode_v2_tirx, S split between them, P
-# shared through shared memory). The environment variable overrides the default per
-# process, e.g. TIRX_FLASHMLA_VARIANT=v1 falls back to the first kernel.
-VARIANTS = ("v1", "v2")
+# warpgroups compute the whole S), "v2" (_mla_decode_v2_tirx, S split between them, P
+# shared through shared memory) and "v3" (v2 with the next page loaded before waiting for
+# the current one). The environment variable overrides the default per process, e.g.
+# TIRX_FLASHMLA_VARIANT=v1 falls back to the first kernel.
+VARIANTS = ("v1", "v2", "v3")
 DEFAULT_VARIANT = "v2"
 VARIANT_ENV = "TIRX_FLASHMLA_VARIANT"
 
