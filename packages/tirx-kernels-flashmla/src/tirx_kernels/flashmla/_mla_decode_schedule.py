@@ -49,6 +49,16 @@ def selected_variant(environ=None) -> str:
     return value
 
 
+def variants_to_check(environ=None) -> list[str]:
+    """The variants run_test checks and run_bench times, the selected one first: all of
+    ``VARIANTS``, or only the one ``$TIRX_FLASHMLA_VARIANT`` names (a fallback run never
+    launches the other schedules)."""
+    chosen = selected_variant(environ)
+    if (os.environ if environ is None else environ).get(VARIANT_ENV):
+        return [chosen]
+    return [chosen] + [v for v in VARIANTS if v != chosen]
+
+
 def num_sm_parts(num_sms: int, q_rows_per_head_k: int, num_heads_k: int) -> int:
     """Parts of the grid, as upstream: SMs / h_kv / ceil(q rows per KV head / 64), at least 1."""
     return max(num_sms // num_heads_k // -(-q_rows_per_head_k // 64), 1)
