@@ -16,6 +16,7 @@ from tirx_kernels.flashmla._mla_decode_schedule import (
     VARIANT_ENV,
     VARIANTS,
     selected_variant,
+    variants_to_check,
 )
 from tirx_kernels.flashmla.kernels import flash_mla_decode as contract
 
@@ -73,6 +74,14 @@ def test_variants_are_selected_by_the_environment():
         assert selected_variant({VARIANT_ENV: v}) == v
     with pytest.raises(ValueError, match="TIRX_FLASHMLA_VARIANT='v9' is not one of"):
         selected_variant({VARIANT_ENV: "v9"})
+
+
+def test_an_explicit_variant_is_checked_alone():
+    assert variants_to_check({}) == [DEFAULT_VARIANT] + [
+        v for v in VARIANTS if v != DEFAULT_VARIANT
+    ]
+    for v in VARIANTS:
+        assert variants_to_check({VARIANT_ENV: v}) == [v]
 
 
 def test_get_kernel_builds_every_variant():
@@ -177,7 +186,7 @@ def test_unused_block_table_entries_may_be_anything():
 )
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_gpu_against_the_reference(label, variant, monkeypatch):
-    """Each variant through the public API (run_test then checks the others too)."""
+    """Each variant alone (named by the environment) through the public API."""
     from tirx_kernels.core.testing import skip_unless_gpu
 
     skip_unless_gpu(contract.KERNEL_META)
@@ -221,10 +230,11 @@ def test_gpu_cuda_graph_capture_and_replay_with_new_lengths(variant, monkeypatch
     contract.compare(out, lse, want_out, want_lse)
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", [None, *VARIANTS])
 def test_run_bench_times_every_variant_beside_the_reference(variant, monkeypatch):
-    """The selected variant is ``tirx``, each other one ``tirx_<variant>`` (CPU: the timer
-    and the data's device are replaced; only the wiring is checked)."""
+    """The selected variant is ``tirx``, each other one ``tirx_<variant>``; a variant named by
+    the environment is timed alone (CPU: the timer and the data's device are replaced; only
+    the wiring is checked)."""
     seen = {}
 
     def fake_bench(funcs, references=None, **options):
@@ -232,7 +242,10 @@ def test_run_bench_times_every_variant_beside_the_reference(variant, monkeypatch
         return {"impls": {}}
 
     real_prepare = contract.prepare_data
-    monkeypatch.setenv(VARIANT_ENV, variant)
+    if variant:
+        monkeypatch.setenv(VARIANT_ENV, variant)
+    else:
+        monkeypatch.delenv(VARIANT_ENV, raising=False)
     monkeypatch.setattr(torch.Tensor, "cuda", lambda self, *a, **k: self)
     monkeypatch.setattr(
         contract, "prepare_data", lambda *a, on_device=False, **k: real_prepare(*a, **k)
@@ -240,7 +253,7 @@ def test_run_bench_times_every_variant_beside_the_reference(variant, monkeypatch
     monkeypatch.setattr(contract.toolchain, "bench", fake_bench)
     cfg = dict(dtype="bfloat16", h_q=16, s_q=1, batch=2, s_k=100)
     result = contract.run_bench(**cfg, rounds=2, cooldown_s=0.0, not_an_option=1)
-    others = [f"tirx_{v}" for v in VARIANTS if v != variant]
+    others = [] if variant else [f"tirx_{v}" for v in VARIANTS if v != DEFAULT_VARIANT]
     assert seen["funcs"] == sorted(["tirx", *others])
     assert seen["options"] == {"rounds": 2, "cooldown_s": 0.0}
-    assert result["variant"] == variant
+    assert result["variant"] == (variant or DEFAULT_VARIANT)

@@ -31,10 +31,11 @@ FIXED_OVERHEAD_BLOCKS = 5
 META_INTS = 8
 
 # Schedules of the split-KV kernel (docs/mla_decode.md): "v1" (_mla_decode_tirx, both
-# warpgroups compute the whole S) and "v2" (_mla_decode_v2_tirx, S split between them, P
-# shared through shared memory). The environment variable overrides the default per
-# process, e.g. TIRX_FLASHMLA_VARIANT=v1 falls back to the first kernel.
-VARIANTS = ("v1", "v2")
+# warpgroups compute the whole S), "v2" (_mla_decode_v2_tirx, S split between them, P
+# shared through shared memory) and "v3" (v2 with the next page loaded before waiting for
+# the current one). The environment variable overrides the default per process, e.g.
+# TIRX_FLASHMLA_VARIANT=v1 falls back to the first kernel.
+VARIANTS = ("v1", "v2", "v3")
 DEFAULT_VARIANT = "v2"
 VARIANT_ENV = "TIRX_FLASHMLA_VARIANT"
 
@@ -46,6 +47,16 @@ def selected_variant(environ=None) -> str:
     if value not in VARIANTS:
         raise ValueError(f"flash_mla: {VARIANT_ENV}={value!r} is not one of {list(VARIANTS)}")
     return value
+
+
+def variants_to_check(environ=None) -> list[str]:
+    """The variants run_test checks and run_bench times, the selected one first: all of
+    ``VARIANTS``, or only the one ``$TIRX_FLASHMLA_VARIANT`` names (a fallback run never
+    launches the other schedules)."""
+    chosen = selected_variant(environ)
+    if (os.environ if environ is None else environ).get(VARIANT_ENV):
+        return [chosen]
+    return [chosen] + [v for v in VARIANTS if v != chosen]
 
 
 def num_sm_parts(num_sms: int, q_rows_per_head_k: int, num_heads_k: int) -> int:

@@ -99,7 +99,17 @@ BENCH_CONFIGS = (
         {"label": f"bf16_m{m}_n8192_k8192", "dtype": "bfloat16", "M": m, "N": 8192, "K": 8192}
         for m in [1, 16, 64, 128, 256, 512, 2048]
     ]
-    + [c for c in CONFIGS if c["M"] in (1000, 3000) and c["dtype"] == "bfloat16"]
+    + [
+        c
+        for c in CONFIGS
+        if c["M"] in (1000, 3000) and c["dtype"] == "bfloat16" and "layout" not in c
+    ]
+    # the layouts at large M: x @ w (NN) at 4096^3, both transposed (TT) at 3000 x 5120^2
+    + [
+        c
+        for c in CONFIGS
+        if c["label"] in ("bf16_nn_m4096_n4096_k4096", "bf16_tt_m3000_n5120_k5120")
+    ]
 )
 
 

@@ -41,7 +41,7 @@ from tirx_kernels.core import toolchain
 from tirx_kernels.core.protocol import BENCH_OPTIONS
 from tirx_kernels.core.testing import assert_close, available, skip_unless_gpu
 
-from .._mla_decode_schedule import VARIANTS, selected_variant
+from .._mla_decode_schedule import VARIANTS, selected_variant, variants_to_check
 from .._mla_decode_tirx import D_QK, D_V, PAGE, make_combine
 from ..decode import DECODE_FACTORIES, flash_mla_with_kvcache, get_mla_metadata, launch
 
@@ -461,15 +461,16 @@ def run_test(
     badpages=False,
     **_,
 ):
-    """The selected variant through the public API, then every other variant (``VARIANTS``)
-    through the op's launch; each against the reference (a failure names its variant)."""
+    """The selected variant through the public API, then every other variant (``VARIANTS``;
+    none when ``$TIRX_FLASHMLA_VARIANT`` names one) through the op's launch; each against the
+    reference (a failure names its variant)."""
     skip_unless_gpu(KERNEL_META)
     q, k_cache, table, seqlens = prepare_data(dtype, h_q, s_q, batch, s_k, varlen, causal, badpages)
     meta, splits = get_mla_metadata(seqlens, s_q * h_q, 1)
     want_out, want_lse = reference(q, k_cache, table, seqlens, causal)
     chosen = selected_variant()
     report = {"splits": int(splits[-1]), "parts": int(meta.shape[0]), "variant": chosen}
-    for variant in [chosen] + [v for v in VARIANTS if v != chosen]:
+    for variant in variants_to_check():
         if variant == chosen:
             out, lse = flash_mla_with_kvcache(
                 q, k_cache, table, seqlens, D_V, meta, splits, causal=causal
@@ -519,9 +520,10 @@ def run_bench(
     dtype="bfloat16", h_q=128, s_q=1, batch=64, s_k=4096, varlen=False, causal=False, **options
 ):
     """Times the op with the selected variant as ``tirx`` and every other variant as
-    ``tirx_<variant>`` (the op's launches; metadata precomputed, no argument checks), beside
-    FlashMLA (``flash_mla``, ``use_legacy=True``) when it is installed: one run compares
-    them. The data is generated on the GPU (the big configs' caches take seconds on a CPU)."""
+    ``tirx_<variant>`` (none when ``$TIRX_FLASHMLA_VARIANT`` names one; the op's launches;
+    metadata precomputed, no argument checks), beside FlashMLA (``flash_mla``,
+    ``use_legacy=True``) when it is installed: one run compares them. The data is generated
+    on the GPU (the big configs' caches take seconds on a CPU)."""
     q, k_cache, table, seqlens = prepare_data(
         dtype, h_q, s_q, batch, s_k, varlen, causal, on_device=True
     )
@@ -538,7 +540,7 @@ def run_bench(
         return functools.partial(launch, variant, *args)
 
     funcs = {"tirx": ours(chosen)}
-    funcs.update({f"tirx_{v}": ours(v) for v in VARIANTS if v != chosen})
+    funcs.update({f"tirx_{v}": ours(v) for v in variants_to_check()[1:]})
 
     def build_flashmla():
         import flash_mla
