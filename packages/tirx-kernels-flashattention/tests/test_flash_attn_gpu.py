@@ -136,7 +136,7 @@ def test_varlen_of_equal_lengths_matches_the_batched_op_and_a_graph(causal):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         torch.ops.tirx_kernels.flashattention_varlen_fwd(
-            out_g, lse_g, packed["q"], packed["k"], packed["v"], cu, cu, s, d**-0.5, causal
+            out_g, lse_g, packed["q"], packed["k"], packed["v"], s, cu, cu, d**-0.5, causal
         )
     graph.replay()
     torch.testing.assert_close(out_g, out_v, rtol=0, atol=0)

@@ -8,8 +8,8 @@
 ``torch.ops.tirx_kernels.flashattention_fwd(out, lse, q, k, v, softmax_scale, causal)``;
 ``flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
 softmax_scale=None, causal=False)`` -> (out, lse) on packed sequences, op
-``torch.ops.tirx_kernels.flashattention_varlen_fwd(out, lse, q, k, v, cu_seqlens_q,
-cu_seqlens_k, max_seqlen_q, softmax_scale, causal)``.
+``torch.ops.tirx_kernels.flashattention_varlen_fwd(out, lse, q, k, v, max_seqlen_q,
+cu_seqlens_q, cu_seqlens_k, softmax_scale, causal)``.
 """
 
 from __future__ import annotations
@@ -80,9 +80,9 @@ def _varlen_fwd(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
+    max_seqlen_q: int,
     cu_seqlens_q: torch.Tensor,
     cu_seqlens_k: torch.Tensor,
-    max_seqlen_q: int,
     softmax_scale: float,
     causal: bool,
 ) -> None:
@@ -222,6 +222,6 @@ def flash_attn_varlen_func(
     out = torch.empty((total_q, heads_q, v.shape[2]), dtype=q.dtype, device=q.device)
     lse = torch.empty((heads_q, total_q), dtype=torch.float32, device=q.device)
     torch.ops.tirx_kernels.flashattention_varlen_fwd(
-        out, lse, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, bool(causal)
+        out, lse, q, k, v, max_seqlen_q, cu_seqlens_q, cu_seqlens_k, softmax_scale, bool(causal)
     )
     return out, lse

@@ -62,24 +62,12 @@ _TESTS = {
 _BENCHES = {
     ("bfloat16", 128, 128): [("bf16_b8_h32_mixed16k_d128", _MIXED, _MIXED, 32, 32, (False, True))]
 }
+_KEYS = ("dtype", "d", "dv", "causal", "seqlens_q", "seqlens_k", "heads_q", "heads_kv")
 _MATRIX = [
-    (
-        kind,
-        dict(
-            label=f"{name}_causal" if causal else name,
-            dtype=dtype,
-            seqlens_q=seqlens_q,
-            seqlens_k=seqlens_k,
-            heads_q=hq,
-            heads_kv=hk,
-            d=d,
-            dv=dv,
-            causal=causal,
-        ),
-    )
+    (kind, dict(zip(_KEYS, (dtype, d, dv, causal, *shape)), label=name + "_causal" * causal))
     for kind, table in (("test", _TESTS), ("bench", _BENCHES))
     for dtype, d, dv in table
-    for name, seqlens_q, seqlens_k, hq, hk, masks in table[dtype, d, dv]
+    for name, *shape, masks in table[dtype, d, dv]
     for causal in masks
 ]
 CONFIGS = [config for kind, config in _MATRIX if kind == "test"]
