@@ -370,3 +370,25 @@ def test_varlen_configs_cover_mixed_lengths_and_both_masks():
     assert causal == {False, True}
     assert any(0 in c["seqlens_q"] or 0 in c["seqlens_k"] for c in vf.CONFIGS)
     assert any(max(c["seqlens_q"]) > 4 * min(x for x in c["seqlens_q"] if x) for c in vf.CONFIGS)
+
+
+@pytest.mark.parametrize(
+    "override",
+    [{}, {"pingpong": False}, {"split_kv": False}, {"overlap": False, "regs": 40}],
+    ids=["default", "pingpong=0", "split_kv=0", "overlap=0,regs=40"],
+)
+def test_generated_code_follows_the_schedule(override):
+    """The CUDA the compiler generates (no GPU needed): ping-pong's named barriers, one or
+    two mbarrier rings, the producer's register count."""
+    from tirx_kernels.core import toolchain
+    from tirx_kernels.flashattention._attention_tirx import make_flash_fwd
+
+    sched = pick_schedule(64, 64, True, override)
+    func = make_flash_fwd(1, 200, 333, 4, 2, 64, 64, "bfloat16", True, 0.125, sched)
+    src = toolchain.cuda_source(toolchain.compile(func))
+    assert ("bar.arrive" in src) == sched.pingpong == (sched.overlap and "pingpong" not in override)
+    rings = 2 if sched.split_kv else 1
+    inits = src.count("mbarrier_init_init_shared_b64(tvm_builtin")
+    assert inits == 2 * sched.stages * rings + 1  # full + empty per slot and ring, plus Q's
+    assert f"setmaxnreg.dec.sync.aligned.u32 {sched.regs};" in src
+    assert f"setmaxnreg.inc.sync.aligned.u32 {(504 - sched.regs) // 2 // 8 * 8};" in src
