@@ -15,7 +15,7 @@ import torch
 
 from tirx_kernels.core.sm90.pipeline import PhaseCounter, RingModel
 from tirx_kernels.core.sm90.wgmma import a_coord, acc_coord
-from tirx_kernels.flashattention import flash_attn_func
+from tirx_kernels.flashattention import flash_attn_func, flash_attn_varlen_func
 from tirx_kernels.flashattention._attention_schedule import (
     BM,
     ENV,
@@ -26,6 +26,7 @@ from tirx_kernels.flashattention._attention_schedule import (
     pick_tiles,
 )
 from tirx_kernels.flashattention.kernels import flash_attn_fwd as fa
+from tirx_kernels.flashattention.kernels import flash_attn_varlen_fwd as vf
 
 
 def _qkv(b=1, sq=4, sk=4, hq=2, hk=2, d=64, dv=None, dtype=torch.bfloat16):
@@ -36,8 +37,9 @@ def _qkv(b=1, sq=4, sk=4, hq=2, hk=2, d=64, dv=None, dtype=torch.bfloat16):
     )
 
 
-def test_op_is_registered():
+def test_ops_are_registered():
     assert hasattr(torch.ops.tirx_kernels, "flashattention_fwd")
+    assert hasattr(torch.ops.tirx_kernels, "flashattention_varlen_fwd")
 
 
 @pytest.mark.parametrize(
@@ -310,3 +312,83 @@ def test_bad_schedule_override_names_the_variable(text, match):
 def test_schedules_that_do_not_fit_are_refused(override):
     with pytest.raises(ValueError, match="kBlockN"):
         pick_schedule(128, 128, False, override)
+
+
+def _varlen(seqlens_q=(3, 0, 5), seqlens_k=(4, 2, 0), hq=2, hk=2, d=64, dv=64):
+    data = vf.prepare_data("bfloat16", seqlens_q, seqlens_k, hq, hk, d, dv, device="cpu")
+    return data
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (dict(q=lambda t: t[None]), "q: must be a 3D tensor \\(total, heads, head_dim\\)"),
+        (dict(v=lambda t: t[:-1].contiguous()), "v: \\(total_k, heads_kv\\) must equal"),
+        (dict(k=lambda t: t.half()), "k, v: dtype must equal"),
+        (dict(cu_seqlens_q=lambda t: t.long()), "cu_seqlens_q: must be a 1D int32"),
+        (dict(cu_seqlens_k=lambda t: t[:-1]), "cu_seqlens_k: shape must equal"),
+        (dict(max_seqlen_q=lambda n: -1), "max_seqlen_q: must be an int >= 0"),
+        (dict(max_seqlen_k=lambda n: 2.5), "max_seqlen_k: must be an int >= 0"),
+    ],
+)
+def test_varlen_bad_arguments_name_the_argument(change, match):
+    data = _varlen()
+    for key, fn in change.items():
+        data[key] = fn(data[key])
+    with pytest.raises(ValueError, match=match):
+        flash_attn_varlen_func(**data)
+
+
+@pytest.mark.parametrize("d, dv", HEAD_DIMS)
+def test_varlen_fake_shapes_without_a_gpu(d, dv):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    data = _varlen(hq=4, hk=2, d=d, dv=dv)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        out, lse = flash_attn_varlen_func(**data, causal=True)
+        assert out.shape == (8, 4, dv) and out.dtype == torch.bfloat16
+        assert lse.shape == (4, 8) and lse.dtype == torch.float32
+
+
+def test_varlen_reference_is_the_per_sequence_reference():
+    """The varlen oracle: each packed sequence against flash_attn_fwd's reference, with an
+    empty query sequence, a sequence without keys and seqlen_q > seqlen_k (causal)."""
+    data = _varlen(seqlens_q=(3, 0, 5, 6), seqlens_k=(4, 2, 0, 2))
+    out, lse = vf.reference_varlen(**data, softmax_scale=0.3, causal=True)
+    assert out.shape == (14, 2, 64) and lse.shape == (2, 14)
+    one, one_lse = fa.reference(
+        data["q"][None, :3], data["k"][None, :4], data["v"][None, :4], 0.3, True
+    )
+    torch.testing.assert_close(out[:3], one[0])
+    torch.testing.assert_close(lse[:, :3], one_lse[0])
+    assert (out[3:8] == 0).all() and torch.isneginf(lse[:, 3:8]).all()  # no keys
+    assert torch.isneginf(lse[:, 8:12]).all() and torch.isfinite(lse[:, 12:]).all()  # causal
+
+
+def test_varlen_configs_cover_mixed_lengths_and_both_masks():
+    causal = {c["causal"] for c in vf.CONFIGS}
+    assert causal == {False, True}
+    assert any(0 in c["seqlens_q"] or 0 in c["seqlens_k"] for c in vf.CONFIGS)
+    assert any(max(c["seqlens_q"]) > 4 * min(x for x in c["seqlens_q"] if x) for c in vf.CONFIGS)
+
+
+@pytest.mark.parametrize(
+    "override",
+    [{}, {"pingpong": False}, {"split_kv": False}, {"overlap": False, "regs": 40}],
+    ids=["default", "pingpong=0", "split_kv=0", "overlap=0,regs=40"],
+)
+def test_generated_code_follows_the_schedule(override):
+    """The CUDA the compiler generates (no GPU needed): ping-pong's named barriers, one or
+    two mbarrier rings, the producer's register count."""
+    from tirx_kernels.core import toolchain
+    from tirx_kernels.flashattention._attention_tirx import make_flash_fwd
+
+    sched = pick_schedule(64, 64, True, override)
+    func = make_flash_fwd(1, 200, 333, 4, 2, 64, 64, "bfloat16", True, 0.125, sched)
+    src = toolchain.cuda_source(toolchain.compile(func))
+    assert ("bar.arrive" in src) == sched.pingpong == (sched.overlap and "pingpong" not in override)
+    rings = 2 if sched.split_kv else 1
+    inits = src.count("mbarrier_init_init_shared_b64(tvm_builtin")
+    assert inits == 2 * sched.stages * rings + 1  # full + empty per slot and ring, plus Q's
+    assert f"setmaxnreg.dec.sync.aligned.u32 {sched.regs};" in src
+    assert f"setmaxnreg.inc.sync.aligned.u32 {(504 - sched.regs) // 2 // 8 * 8};" in src

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""GPU tests of ``flash_attn_func`` (sm_90a only; a few small shapes, so a crashing kernel
-costs little): against the fp32 reference eagerly, in a CUDA graph and under torch.compile,
-and the empty cases. The full matrix runs as ``tirx-run test --kernel flash_attn_fwd``."""
+"""GPU tests of ``flash_attn_func`` and ``flash_attn_varlen_func`` (sm_90a only; a few small
+shapes, so a crashing kernel costs little): against the fp32 reference eagerly, in a CUDA
+graph and under torch.compile, each schedule, and the empty cases. The full matrices run as
+``tirx-run test --kernel flash_attn_fwd`` and ``--kernel flash_attn_varlen_fwd``."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ import pytest
 import torch
 
 from tirx_kernels.core import toolchain
-from tirx_kernels.flashattention import flash_attn_func
+from tirx_kernels.flashattention import flash_attn_func, flash_attn_varlen_func
 from tirx_kernels.flashattention._attention_schedule import pick_schedule
 from tirx_kernels.flashattention._attention_tirx import make_flash_fwd
 from tirx_kernels.flashattention.kernels import flash_attn_fwd as fa
+from tirx_kernels.flashattention.kernels import flash_attn_varlen_fwd as vf
 
 needs_sm90a = pytest.mark.skipif(
     not torch.cuda.is_available() or toolchain.gpu_arch() != "sm_90a",
@@ -56,10 +58,12 @@ def test_matches_reference_eager_graph_compile(causal):
     torch.testing.assert_close(compiled(**data), out * 2, rtol=0, atol=0)
 
 
-# schedule overrides: the default, the first working schedule (one barrier per K/V slot, no
-# ping-pong), and the simplest (each GEMM waited for)
+# schedule overrides (as TIRX_FLASH_ATTN_SCHEDULE would give them): the default, without
+# ping-pong, the first working schedule (one barrier per K/V slot, no ping-pong), and the
+# simplest (each GEMM waited for)
 SCHEDULES = (
     {},
+    {"pingpong": False},
     {"bn": 128, "split_kv": False, "pingpong": False, "regs": 40},
     {"bn": 128, "overlap": False, "split_kv": False, "pingpong": False, "regs": 40},
 )
@@ -67,14 +71,16 @@ SCHEDULES = (
 
 @needs_sm90a
 @pytest.mark.parametrize(
-    "override", SCHEDULES, ids=lambda o: ",".join(map(str, o.items())) or "default"
+    "override",
+    SCHEDULES,
+    ids=lambda o: ",".join(f"{k}={int(v)}" for k, v in o.items()) or "default",
 )
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_schedules_match_reference(override, d, causal):
     """Each schedule, launched directly: if only the default fails, its additions are at
     fault."""
-    b, sq, sk, hq, hk = 1, 200, 333, 4, 2
+    b, sq, sk, hq, hk = 2, 200, 1000, 4, 2  # 6-8 K/V blocks: the rings wrap, turns repeat
     data = _data(b, sq, sk, hq, hk, d)
     schedule = pick_schedule(d, d, causal, override)
     kernel = toolchain.compile(
@@ -105,3 +111,37 @@ def test_empty_sequences():
     out, lse = flash_attn_func(**data)
     assert (out == 0).all() and torch.isneginf(lse).all()
     assert not math.isnan(out.float().sum().item())
+
+
+@needs_sm90a
+@pytest.mark.parametrize("config", vf.CONFIGS[:3], ids=lambda c: c["label"])
+def test_varlen_matches_reference(config):
+    """Mixed short and long sequences, causal and not, an empty query sequence and one
+    without keys (the rest of the matrix: ``tirx-run test --kernel flash_attn_varlen_fwd``)."""
+    vf.run_test(**{k: v for k, v in config.items() if k != "label"})
+
+
+@needs_sm90a
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_of_equal_lengths_matches_the_batched_op_and_a_graph(causal):
+    b, s, hq, hk, d = 3, 150, 4, 2, 128
+    data = _data(b, s, s, hq, hk, d)
+    out, lse = flash_attn_func(**data, causal=causal)
+    cu = torch.arange(0, (b + 1) * s, s, dtype=torch.int32, device="cuda")
+    packed = {name: t.view(b * s, *t.shape[2:]) for name, t in data.items()}
+    out_v, lse_v = flash_attn_varlen_func(
+        **packed, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=s, max_seqlen_k=s, causal=causal
+    )
+    torch.testing.assert_close(out_v.view(b, s, hq, d), out, rtol=0, atol=2e-2)
+    torch.testing.assert_close(lse_v.view(hq, b, s).transpose(0, 1), lse, rtol=0, atol=1e-4)
+
+    out_g = torch.empty_like(out_v)
+    lse_g = torch.empty_like(lse_v)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        torch.ops.tirx_kernels.flashattention_varlen_fwd(
+            out_g, lse_g, packed["q"], packed["k"], packed["v"], s, cu, cu, d**-0.5, causal
+        )
+    graph.replay()
+    torch.testing.assert_close(out_g, out_v, rtol=0, atol=0)
+    torch.testing.assert_close(lse_g, lse_v, rtol=0, atol=0)

@@ -14,16 +14,23 @@ Tensors are passed as 2D views: Q ``[batch * seqlen_q, heads_q * d]``, K
 ``[batch * seqlen_k, heads_kv * d]``, V ``[batch * seqlen_k, heads_kv * dv]``, ``Out`` like Q
 with dv, LSE ``[batch * heads_q * seqlen_q]`` (the contiguous ``(batch, heads, seqlen)``).
 
-Schedule: one CTA per (128-row Q tile, head, batch), 384 threads = 3 warpgroups.
-Warpgroup 0 is the producer: one thread TMA-loads the Q tile once and then K and V tiles
-(kBlockN rows, 128B swizzle) into a ``stages``-slot full/empty mbarrier ring. Warpgroups 1
+Variable length (``make_flash_fwd_varlen``, ``hopper/seqlen.h``): the same body over packed
+Q ``[total_q, heads_q * d]``, K/V ``[total_k, heads_kv * d]``, LSE ``(heads_q, total_q)``,
+each sequence's offsets and lengths read from ``cu_seqlens``.
+
+Schedule (``_attention_schedule.Schedule``): one CTA per (128-row Q tile, head, batch), 384
+threads = 3 warpgroups. Warpgroup 0 is the producer: one thread TMA-loads the Q tile once and
+then K and V tiles (kBlockN rows, 128B swizzle) into ``stages`` ring slots with full/empty
+mbarriers, separate for K and V (``split_kv``) or shared. Warpgroups 1
 and 2 each own 64 Q rows: S = Q K^T with ``wgmma`` SS (both K-major), the masks (keys past
 seqlen_k; causal, bottom-right aligned) and the online softmax on the f32 accumulator
 fragment (rows reduced over the 4 lanes of a quad), P rounded to 16 bits in registers as the
 A operand of ``wgmma`` RS for O += P V, with V read MN-major from the same shared tile
 (``imm-trans-b``). Epilogue: O / rowsum and LSE stored from registers, clipped at seqlen_q.
 A tile's K/V rows past seqlen_k belong to the next batch (or are zero-filled by TMA at the
-end): they are masked to -inf in S, so their P is exactly 0.
+end): they are masked to -inf in S, so their P is exactly 0. ``overlap`` issues S of block it
+with P V of block it - 1 (intra-warpgroup); ``pingpong`` alternates the two consumers' GEMMs
+with named barriers (inter-warpgroup).
 """
 
 from __future__ import annotations
@@ -53,6 +60,16 @@ LOG2E = 1.4426950408889634
 NINF = -math.inf
 
 
+def _check_sizes(dtype, heads_q, heads_kv, **sizes):
+    if dtype not in DTYPES:
+        raise ValueError(f"flash_attn_fwd: dtype must be one of {DTYPES}, got {dtype!r}")
+    for name, v in dict(sizes, heads_q=heads_q, heads_kv=heads_kv).items():
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"flash_attn_fwd: {name} must be a positive int, got {v!r}")
+    if heads_q % heads_kv:
+        raise ValueError("flash_attn_fwd: heads_q must be a multiple of heads_kv")
+
+
 @functools.cache
 def make_flash_fwd(
     batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, dtype, causal, scale, schedule=None
@@ -61,19 +78,47 @@ def make_flash_fwd(
 
     ``schedule``: a :class:`Schedule` (default :func:`pick_schedule` of the head dims).
     """
-    if dtype not in DTYPES:
-        raise ValueError(f"flash_attn_fwd: dtype must be one of {DTYPES}, got {dtype!r}")
-    for name, v in (
-        ("batch", batch),
-        ("seqlen_q", seqlen_q),
-        ("seqlen_k", seqlen_k),
-        ("heads_q", heads_q),
-        ("heads_kv", heads_kv),
-    ):
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"flash_attn_fwd: {name} must be a positive int, got {v!r}")
-    if heads_q % heads_kv:
-        raise ValueError("flash_attn_fwd: heads_q must be a multiple of heads_kv")
+    _check_sizes(dtype, heads_q, heads_kv, batch=batch, seqlen_q=seqlen_q, seqlen_k=seqlen_k)
+    rows = (batch * seqlen_q, batch * seqlen_k, seqlen_q)
+    return _build(batch, rows, heads_q, heads_kv, d, dv, dtype, causal, scale, schedule, False)
+
+
+@functools.cache
+def make_flash_fwd_varlen(
+    batch,
+    total_q,
+    total_k,
+    max_seqlen_q,
+    heads_q,
+    heads_kv,
+    d,
+    dv,
+    dtype,
+    causal,
+    scale,
+    schedule=None,
+):
+    """The PrimFunc of the packed variable-length problem (``hopper/seqlen.h``): sequence
+    ``i`` is rows ``cu_seqlens[i]:cu_seqlens[i + 1]`` of Q ``[total_q, heads_q * d]`` and
+    K/V ``[total_k, heads_kv * d]``; LSE is ``(heads_q, total_q)``. ``max_seqlen_q`` sizes
+    the grid; Q tiles past a sequence's end exit at once."""
+    _check_sizes(
+        dtype,
+        heads_q,
+        heads_kv,
+        batch=batch,
+        total_q=total_q,
+        total_k=total_k,
+        max_seqlen_q=max_seqlen_q,
+    )
+    rows = (total_q, total_k, max_seqlen_q)
+    return _build(batch, rows, heads_q, heads_kv, d, dv, dtype, causal, scale, schedule, True)
+
+
+def _build(batch, rows, heads_q, heads_kv, d, dv, dtype, causal, scale, schedule, varlen):
+    """The kernel over 2D views of ``rows`` = (Q rows, K/V rows, most Q rows of a sequence);
+    ``varlen``: sequence offsets from ``cu_seqlens`` arguments, else ``batch`` equal ones."""
+    rows_q, rows_k, max_q = rows
     sched = schedule or pick_schedule(d, dv, causal, {})
     BN, nstages, split, pingpong = sched.bn, sched.stages, sched.split_kv, sched.pingpong
     group = heads_q // heads_kv
@@ -84,9 +129,7 @@ def make_flash_fwd(
     v_bytes = BN * dv * 2
     stage_bytes = k_bytes + v_bytes  # slot s: K at q_bytes + s * stage_bytes, V after it
     smem = q_bytes + nstages * stage_bytes
-    num_m = -(-seqlen_q // BM)
-    total_n = -(-seqlen_k // BN)
-    shift = seqlen_k - seqlen_q  # bottom-right causal alignment
+    num_m = -(-max_q // BM)
     scale_log2 = float(scale) * LOG2E
     lag = 1 if sched.overlap else 0  # the producer loads V of block it - lag after K of it
     desc_q = kmajor_descriptor_base(mode, BM)
@@ -95,26 +138,17 @@ def make_flash_fwd(
     q_steps = [kstep_offset(k, rows=BM, elem_bytes=2, mode=mode) for k in range(d // 16)]
     k_steps = [kstep_offset(k, rows=BN, elem_bytes=2, mode=mode) for k in range(d // 16)]
     v_steps = [mnmajor_kstep_offset(k, mode=mode) for k in range(BN // 16)]
+    launch = T.cuda.LaunchConfig(grid=(num_m, heads_q, batch), block=384, dynamic_smem_bytes=smem)
+    attrs = T.cuda.KernelAttributes(min_blocks_per_sm=1)
 
-    @T.function
-    def flash_fwd(
-        Q: T.Tensor((batch * seqlen_q, heads_q * d), dtype, align=16),
-        K: T.Tensor((batch * seqlen_k, heads_kv * d), dtype, align=16),
-        V: T.Tensor((batch * seqlen_k, heads_kv * dv), dtype, align=16),
-        Out: T.Tensor((batch * seqlen_q, heads_q * dv), dtype, align=16),
-        LSE: T.Tensor((batch * heads_q * seqlen_q,), "float32", align=16),
-    ):
-        T.device_entry(
-            launch=T.cuda.LaunchConfig(
-                grid=(num_m, heads_q, batch), block=384, dynamic_smem_bytes=smem
-            ),
-            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
-        )
+    @T.inline
+    def attend(Q, K, V, Out, LSE, mb, h, q0, seqlen_q, k0, seqlen_k, lse0):
+        """Q tile ``mb`` of head ``h`` of one sequence: its Q rows start at row ``q0`` of Q
+        and Out, its keys at row ``k0`` of K and V, its LSE row at ``LSE[lse0]``."""
+        total_n = (seqlen_k + (BN - 1)) // BN
+        shift = seqlen_k - seqlen_q  # bottom-right causal alignment
         tid = T.cuda.thread_idx("x")
         wg = tid // 128
-        mb = num_m - 1 - T.cuda.block_idx("x")  # longest causal tiles first
-        h = T.cuda.block_idx("y")
-        b = T.cuda.block_idx("z")
         hk = h // group
         arena = T.alloc_shared((smem // 2,), dtype, scope="shared.dyn", align=1024)
         qbar = T.alloc_shared((1,), "uint64", align=8)
@@ -140,10 +174,8 @@ def make_flash_fwd(
             T.ptx.setmaxnreg.dec.sync.aligned.u32(sched.regs)
             if tid == 0:
                 T.ptx.mbarrier.arrive.expect_tx.shared.b64(qbar.ptr_to([0]), T.uint32(q_bytes))
-                _load_tile(
-                    arena, 0, BM, d, Q, qbar.ptr_to([0]), b * seqlen_q + mb * BM, h * d, dtype
-                )
-                kv0 = b * seqlen_k
+                _load_tile(arena, 0, BM, d, Q, qbar.ptr_to([0]), q0 + mb * BM, h * d, dtype)
+                kv0 = k0
                 if T.constexpr(split):
                     # K of block it, then V of block it - lag (upstream's load: S of block it
                     # needs K before P V of block it - 1 needs V)
@@ -274,20 +306,62 @@ def make_flash_fwd(
                     corr[hh] = T.float32(1) / rs[0]
                     msc[0] = m[hh] * T.float32(scale) + T.log(rs[0])
                 if (t % 4 == 0) & (row + 8 * hh < seqlen_q):
-                    LSE[(b * heads_q + h) * seqlen_q + row + 8 * hh] = msc[0]
+                    LSE[lse0 + row + 8 * hh] = msc[0]
             _rescale(o, corr, dv)
             dsl.store_acc(
                 o,
                 Out,
-                b * seqlen_q + mb * BM + (wg - 1) * 64,
+                q0 + mb * BM + (wg - 1) * 64,
                 h * dv,
                 dv,
-                b * seqlen_q + seqlen_q,
+                q0 + seqlen_q,
                 heads_q * dv,
                 True,
                 False,
                 packed,
             )
+
+    if varlen:
+
+        @T.function
+        def flash_fwd_varlen(
+            Q: T.Tensor((rows_q, heads_q * d), dtype, align=16),
+            K: T.Tensor((rows_k, heads_kv * d), dtype, align=16),
+            V: T.Tensor((rows_k, heads_kv * dv), dtype, align=16),
+            Out: T.Tensor((rows_q, heads_q * dv), dtype, align=16),
+            LSE: T.Tensor((heads_q * rows_q,), "float32", align=16),
+            CuQ: T.Tensor((batch + 1,), "int32", align=4),
+            CuK: T.Tensor((batch + 1,), "int32", align=4),
+        ):
+            T.device_entry(launch=launch, kernel_attrs=attrs)
+            mb = num_m - 1 - T.cuda.block_idx("x")  # longest causal tiles first
+            h = T.cuda.block_idx("y")
+            b = T.cuda.block_idx("z")
+            q0 = CuQ[b]
+            seqlen_q = CuQ[b + 1] - q0
+            k0 = CuK[b]
+            seqlen_k = CuK[b + 1] - k0
+            if mb * BM < seqlen_q:
+                attend(Q, K, V, Out, LSE, mb, h, q0, seqlen_q, k0, seqlen_k, h * rows_q + q0)
+
+        return flash_fwd_varlen
+
+    seqlen_q, seqlen_k = rows_q // batch, rows_k // batch
+
+    @T.function
+    def flash_fwd(
+        Q: T.Tensor((rows_q, heads_q * d), dtype, align=16),
+        K: T.Tensor((rows_k, heads_kv * d), dtype, align=16),
+        V: T.Tensor((rows_k, heads_kv * dv), dtype, align=16),
+        Out: T.Tensor((rows_q, heads_q * dv), dtype, align=16),
+        LSE: T.Tensor((batch * heads_q * seqlen_q,), "float32", align=16),
+    ):
+        T.device_entry(launch=launch, kernel_attrs=attrs)
+        mb = num_m - 1 - T.cuda.block_idx("x")  # longest causal tiles first
+        h = T.cuda.block_idx("y")
+        b = T.cuda.block_idx("z")
+        lse0 = (b * heads_q + h) * seqlen_q
+        attend(Q, K, V, Out, LSE, mb, h, b * seqlen_q, seqlen_q, b * seqlen_k, seqlen_k, lse0)
 
     return flash_fwd
 

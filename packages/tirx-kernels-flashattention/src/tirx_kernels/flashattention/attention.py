@@ -3,9 +3,13 @@
 # Copyright (c) 2022, the respective contributors, as shown by the AUTHORS file.
 # SPDX-License-Identifier: Apache-2.0 AND BSD-3-Clause
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""The public API: ``flash_attn_func(q, k, v, softmax_scale=None, causal=False)`` -> (out, lse),
-after ``hopper/flash_attn_interface.py`` (forward only), and its op
-``torch.ops.tirx_kernels.flashattention_fwd(out, lse, q, k, v, softmax_scale, causal)``.
+"""The public API, after ``hopper/flash_attn_interface.py`` (forward only):
+``flash_attn_func(q, k, v, softmax_scale=None, causal=False)`` -> (out, lse), op
+``torch.ops.tirx_kernels.flashattention_fwd(out, lse, q, k, v, softmax_scale, causal)``;
+``flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+softmax_scale=None, causal=False)`` -> (out, lse) on packed sequences, op
+``torch.ops.tirx_kernels.flashattention_varlen_fwd(out, lse, q, k, v, max_seqlen_q,
+cu_seqlens_q, cu_seqlens_k, softmax_scale, causal)``.
 """
 
 from __future__ import annotations
@@ -19,16 +23,24 @@ from tirx_kernels.core import toolchain
 from tirx_kernels.core.ops import public_op
 
 from ._attention_schedule import HEAD_DIMS, pick_schedule
-from ._attention_tirx import DTYPES, make_flash_fwd
+from ._attention_tirx import DTYPES, make_flash_fwd, make_flash_fwd_varlen
 
 _TORCH_DTYPES = {getattr(torch, name): name for name in DTYPES}
 
 
 @functools.cache
-def compiled(shape, dtype, causal, scale, schedule):
-    """One executable per problem ``shape`` (batch, seqlen_q, seqlen_k, heads_q, heads_kv, d,
-    dv) and schedule (sizes are compile-time constants)."""
-    return toolchain.compile(make_flash_fwd(*shape, dtype, causal, scale, schedule))
+def compiled(varlen, shape, dtype, causal, scale, schedule):
+    """One executable per problem ``shape`` and schedule (sizes are compile-time constants):
+    (batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv), or with ``varlen`` (batch, total_q,
+    total_k, max_seqlen_q, heads_q, heads_kv, d, dv)."""
+    make = make_flash_fwd_varlen if varlen else make_flash_fwd
+    return toolchain.compile(make(*shape, dtype, causal, scale, schedule))
+
+
+def _empty_keys(out: torch.Tensor, lse: torch.Tensor) -> None:
+    """No keys: out 0, lse -inf (hopper/softmax.h, an empty row sum)."""
+    out.zero_()
+    lse.fill_(-math.inf)
 
 
 @public_op("flashattention_fwd", mutates_args=("out", "lse"))
@@ -45,13 +57,13 @@ def _fwd(
     seqlen_k, heads_kv, dv = k.shape[1], k.shape[2], v.shape[3]
     if batch * seqlen_q * heads_q == 0:
         return
-    if seqlen_k == 0:  # no keys: out 0, lse -inf (hopper/softmax.h, an empty row sum)
-        out.zero_()
-        lse.fill_(-math.inf)
+    if seqlen_k == 0:
+        _empty_keys(out, lse)
         return
     shape = (batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv)
     schedule = pick_schedule(d, dv, bool(causal))
-    kernel = compiled(shape, _TORCH_DTYPES[q.dtype], bool(causal), float(softmax_scale), schedule)
+    dtype = _TORCH_DTYPES[q.dtype]
+    kernel = compiled(False, shape, dtype, bool(causal), float(softmax_scale), schedule)
     kernel(
         q.view(batch * seqlen_q, heads_q * d),
         k.view(batch * seqlen_k, heads_kv * d),
@@ -61,11 +73,49 @@ def _fwd(
     )
 
 
-def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+@public_op("flashattention_varlen_fwd", mutates_args=("out", "lse"))
+def _varlen_fwd(
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    max_seqlen_q: int,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    softmax_scale: float,
+    causal: bool,
+) -> None:
+    total_q, heads_q, d = q.shape
+    total_k, heads_kv, dv = k.shape[0], k.shape[1], v.shape[2]
+    batch = cu_seqlens_q.shape[0] - 1
+    if total_q * heads_q * batch * max_seqlen_q == 0:
+        return
+    if total_k == 0:
+        _empty_keys(out, lse)
+        return
+    shape = (batch, total_q, total_k, max_seqlen_q, heads_q, heads_kv, d, dv)
+    schedule = pick_schedule(d, dv, bool(causal))
+    dtype = _TORCH_DTYPES[q.dtype]
+    kernel = compiled(True, shape, dtype, bool(causal), float(softmax_scale), schedule)
+    kernel(
+        q.view(total_q, heads_q * d),
+        k.view(total_k, heads_kv * d),
+        v.view(total_k, heads_kv * dv),
+        out.view(total_q, heads_q * dv),
+        lse.view(-1),
+        cu_seqlens_q,
+        cu_seqlens_k,
+    )
+
+
+def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: str) -> None:
+    """q, k, v of ``layout`` ("batch, seqlen, heads, head_dim" or "total, heads, head_dim")."""
+    ndim = layout.count(",") + 1
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor) or t.dim() != 4:
+        if not isinstance(t, torch.Tensor) or t.dim() != ndim:
             raise ValueError(
-                f"{name}: must be a 4D tensor (batch, seqlen, heads, head_dim), got "
+                f"{name}: must be a {ndim}D tensor ({layout}), got "
                 f"{getattr(t, 'shape', type(t).__name__)}"
             )
         if t.dtype not in _TORCH_DTYPES:
@@ -78,24 +128,33 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError(f"k, v: dtype must equal q's ({q.dtype}), got {k.dtype} and {v.dtype}")
     if k.device != q.device or v.device != q.device:
         raise ValueError(f"k, v: must be on q's device ({q.device}), got {k.device}, {v.device}")
-    if k.shape[0] != q.shape[0] or v.shape[0] != q.shape[0]:
+    if ndim == 4 and (k.shape[0] != q.shape[0] or v.shape[0] != q.shape[0]):
         raise ValueError(f"k, v: batch must equal q's ({q.shape[0]})")
-    if v.shape[:3] != k.shape[:3]:
-        raise ValueError(f"v: (batch, seqlen_k, heads_kv) must equal k's {tuple(k.shape[:3])}")
-    if k.shape[3] != q.shape[3]:
-        raise ValueError(f"k: head_dim must equal q's ({q.shape[3]}), got {k.shape[3]}")
-    if (q.shape[3], v.shape[3]) not in HEAD_DIMS:
+    if v.shape[:-1] != k.shape[:-1]:
+        lead = layout.rsplit(",", 1)[0].replace("seqlen", "seqlen_k").replace("total", "total_k")
+        lead = lead.replace("heads", "heads_kv")
+        raise ValueError(f"v: ({lead}) must equal k's {tuple(k.shape[:-1])}")
+    if k.shape[-1] != q.shape[-1]:
+        raise ValueError(f"k: head_dim must equal q's ({q.shape[-1]}), got {k.shape[-1]}")
+    if (q.shape[-1], v.shape[-1]) not in HEAD_DIMS:
         raise ValueError(
-            f"q, v: head dims (d={q.shape[3]}, d_v={v.shape[3]}) are not supported; use one of "
+            f"q, v: head dims (d={q.shape[-1]}, d_v={v.shape[-1]}) are not supported; use one of "
             f"{', '.join(f'({a}, {b})' for a, b in HEAD_DIMS)}"
         )
-    if k.shape[2] < 1 or q.shape[2] % k.shape[2]:
+    if k.shape[-2] < 1 or q.shape[-2] % k.shape[-2]:
         raise ValueError(
-            f"k: heads_kv={k.shape[2]} must divide heads_q={q.shape[2]} (MHA, GQA or MQA)"
+            f"k: heads_kv={k.shape[-2]} must divide heads_q={q.shape[-2]} (MHA, GQA or MQA)"
         )
-    big = max(q.numel(), k.numel(), v.numel(), q.shape[0] * q.shape[1] * q.shape[2] * v.shape[3])
+    big = max(q.numel(), k.numel(), v.numel(), q.numel() // q.shape[-1] * v.shape[-1])
     if big >= 2**31:
         raise ValueError("q, k, v: every tensor must have < 2^31 elements (int32 indexing)")
+
+
+def _scale(q: torch.Tensor, softmax_scale: float | None) -> float:
+    scale = float(q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale)
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"softmax_scale: must be finite and > 0, got {scale}")
+    return scale
 
 
 def flash_attn_func(
@@ -115,14 +174,54 @@ def flash_attn_func(
     seqlen_q, heads_q, d_v)`` in q's dtype and ``lse`` ``(batch, heads_q, seqlen_q)`` fp32
     (natural log; -inf for a row that sees no key, whose out is 0).
     """
-    _check(q, k, v)
-    if softmax_scale is None:
-        softmax_scale = q.shape[3] ** -0.5
-    softmax_scale = float(softmax_scale)
-    if not (math.isfinite(softmax_scale) and softmax_scale > 0):
-        raise ValueError(f"softmax_scale: must be finite and > 0, got {softmax_scale}")
+    _check(q, k, v, "batch, seqlen, heads, head_dim")
+    softmax_scale = _scale(q, softmax_scale)
     batch, seqlen_q, heads_q, _ = q.shape
     out = torch.empty((batch, seqlen_q, heads_q, v.shape[3]), dtype=q.dtype, device=q.device)
     lse = torch.empty((batch, heads_q, seqlen_q), dtype=torch.float32, device=q.device)
     torch.ops.tirx_kernels.flashattention_fwd(out, lse, q, k, v, softmax_scale, bool(causal))
+    return out, lse
+
+
+def flash_attn_varlen_func(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float | None = None,
+    causal: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention forward on packed sequences (``hopper/flash_attn_interface.py``
+    ``flash_attn_varlen_func``, forward only).
+
+    q ``(total_q, heads_q, d)``, k ``(total_k, heads_kv, d)``, v ``(total_k, heads_kv, d_v)``,
+    contiguous bf16 or fp16 CUDA tensors; sequence i is rows ``cu_seqlens_q[i] :
+    cu_seqlens_q[i + 1]`` of q and ``cu_seqlens_k[i] : cu_seqlens_k[i + 1]`` of k and v
+    (``cu_seqlens_*``: int32 ``(batch + 1,)``, non-decreasing from 0 to total; not checked,
+    that would synchronize). ``max_seqlen_q`` must be at least the longest query sequence
+    (it sizes the grid); ``max_seqlen_k`` is accepted as upstream's and unused. Masking,
+    scale and GQA as :func:`flash_attn_func`, per sequence. Returns ``out`` ``(total_q,
+    heads_q, d_v)`` and ``lse`` ``(heads_q, total_q)`` fp32.
+    """
+    _check(q, k, v, "total, heads, head_dim")
+    for name, t in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 1 or t.dtype != torch.int32:
+            raise ValueError(f"{name}: must be a 1D int32 tensor (batch + 1,)")
+        if t.device != q.device or not t.is_contiguous() or t.shape[0] < 1:
+            raise ValueError(f"{name}: must be contiguous, non-empty and on q's device")
+    if cu_seqlens_k.shape != cu_seqlens_q.shape:
+        raise ValueError(f"cu_seqlens_k: shape must equal cu_seqlens_q's {cu_seqlens_q.shape}")
+    for name, n in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"{name}: must be an int >= 0, got {n!r}")
+    softmax_scale = _scale(q, softmax_scale)
+    total_q, heads_q, _ = q.shape
+    out = torch.empty((total_q, heads_q, v.shape[2]), dtype=q.dtype, device=q.device)
+    lse = torch.empty((heads_q, total_q), dtype=torch.float32, device=q.device)
+    torch.ops.tirx_kernels.flashattention_varlen_fwd(
+        out, lse, q, k, v, max_seqlen_q, cu_seqlens_q, cu_seqlens_k, softmax_scale, bool(causal)
+    )
     return out, lse

@@ -44,43 +44,53 @@ KERNEL_META = {
 PUBLIC_OPS = ("flashattention_fwd",)
 
 
-# rows: (label, dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal)
-_TESTS = (
-    ("bf16_b1_h2_s128_d128", "bfloat16", 1, 128, 128, 2, 2, 128, 128, False),
-    ("bf16_b1_h2_s128_d128_causal", "bfloat16", 1, 128, 128, 2, 2, 128, 128, True),
-    ("bf16_b2_h8_hk2_sq333_sk517_d128", "bfloat16", 2, 333, 517, 8, 2, 128, 128, False),
-    ("bf16_b2_h8_hk2_sq333_sk517_d128_causal", "bfloat16", 2, 333, 517, 8, 2, 128, 128, True),
-    ("bf16_b1_h4_sq517_sk333_d128_causal", "bfloat16", 1, 517, 333, 4, 4, 128, 128, True),
-    ("fp16_b3_h4_s257_d128_causal", "float16", 3, 257, 257, 4, 4, 128, 128, True),
-    ("bf16_b1_h4_hk1_sq1_sk1_d64", "bfloat16", 1, 1, 1, 4, 1, 64, 64, False),
-    ("bf16_b1_h4_hk1_sq1_sk777_d64_causal", "bfloat16", 1, 1, 777, 4, 1, 64, 64, True),
-    ("fp16_b2_h4_s1000_d64_causal", "float16", 2, 1000, 1000, 4, 4, 64, 64, True),
-    ("fp16_b2_h6_hk3_sq129_sk255_d64", "float16", 2, 129, 255, 6, 3, 64, 64, False),
-    ("bf16_b1_h2_s200_d256_causal", "bfloat16", 1, 200, 200, 2, 2, 256, 256, True),
-    ("bf16_b1_h2_s200_d192_dv128", "bfloat16", 1, 200, 200, 2, 2, 192, 128, False),
-)
-_BENCHES = (
-    ("bf16_b1_h32_s8192_d128", "bfloat16", 1, 8192, 8192, 32, 32, 128, 128, False),
-    ("bf16_b1_h32_s8192_d128_causal", "bfloat16", 1, 8192, 8192, 32, 32, 128, 128, True),
-    ("bf16_b1_h32_s8192_d64", "bfloat16", 1, 8192, 8192, 32, 32, 64, 64, False),
-    ("bf16_b1_h32_s8192_d64_causal", "bfloat16", 1, 8192, 8192, 32, 32, 64, 64, True),
-)
-
-# (position in a row of _TESTS/_BENCHES, config key)
-_KEYS = (
-    (0, "label"),
-    (1, "dtype"),
-    (2, "batch"),
-    (3, "seqlen_q"),
-    (4, "seqlen_k"),
-    (5, "heads_q"),
-    (6, "heads_kv"),
-    (7, "d"),
-    (8, "dv"),
-    (9, "causal"),
-)
-CONFIGS = [{key: row[i] for i, key in _KEYS} for row in _TESTS]
-BENCH_CONFIGS = [{key: row[i] for i, key in _KEYS} for row in _BENCHES]
+# (dtype, d, dv) -> rows (label, batch, seqlen_q, seqlen_k, heads_q, heads_kv, masks); a
+# row with masks (False, True) is two configs, the causal one labelled ``<label>_causal``
+_TESTS = {
+    ("bfloat16", 128, 128): [
+        ("bf16_b1_h2_s128_d128", 1, 128, 128, 2, 2, (False, True)),
+        ("bf16_b2_h8_hk2_sq333_sk517_d128", 2, 333, 517, 8, 2, (False, True)),
+        ("bf16_b1_h4_sq517_sk333_d128", 1, 517, 333, 4, 4, (True,)),
+    ],
+    ("float16", 128, 128): [("fp16_b3_h4_s257_d128", 3, 257, 257, 4, 4, (True,))],
+    ("bfloat16", 64, 64): [
+        ("bf16_b1_h4_hk1_sq1_sk1_d64", 1, 1, 1, 4, 1, (False,)),
+        ("bf16_b1_h4_hk1_sq1_sk777_d64", 1, 1, 777, 4, 1, (True,)),
+    ],
+    ("float16", 64, 64): [
+        ("fp16_b2_h4_s1000_d64", 2, 1000, 1000, 4, 4, (True,)),
+        ("fp16_b2_h6_hk3_sq129_sk255_d64", 2, 129, 255, 6, 3, (False,)),
+    ],
+    ("bfloat16", 256, 256): [("bf16_b1_h2_s200_d256", 1, 200, 200, 2, 2, (True,))],
+    ("bfloat16", 192, 128): [("bf16_b1_h2_s200_d192_dv128", 1, 200, 200, 2, 2, (False,))],
+}
+_BENCHES = {
+    ("bfloat16", 128, 128): [("bf16_b1_h32_s8192_d128", 1, 8192, 8192, 32, 32, (False, True))],
+    ("bfloat16", 64, 64): [("bf16_b1_h32_s8192_d64", 1, 8192, 8192, 32, 32, (False, True))],
+}
+_MATRIX = [
+    (
+        kind,
+        dict(
+            label=f"{name}_causal" if causal else name,
+            dtype=dtype,
+            batch=b,
+            seqlen_q=sq,
+            seqlen_k=sk,
+            heads_q=hq,
+            heads_kv=hk,
+            d=d,
+            dv=dv,
+            causal=causal,
+        ),
+    )
+    for kind, table in (("test", _TESTS), ("bench", _BENCHES))
+    for dtype, d, dv in table
+    for name, b, sq, sk, hq, hk, masks in table[dtype, d, dv]
+    for causal in masks
+]
+CONFIGS = [config for kind, config in _MATRIX if kind == "test"]
+BENCH_CONFIGS = [config for kind, config in _MATRIX if kind == "bench"]
 
 
 def get_kernel(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal, **_):
