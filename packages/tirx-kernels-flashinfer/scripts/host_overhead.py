@@ -15,12 +15,10 @@ the root ``scripts/op_overhead.py``; results of both: ``docs/overhead.md``.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 
-from tirx_kernels.core import toolchain
+from tirx_kernels.core import overhead, toolchain
 from tirx_kernels.flashinfer import _host, activation, norm, rope
 
 
@@ -36,18 +34,6 @@ def stub() -> None:
     activation._stream_ctas = lambda *a: 1
     rope._compiled = lambda *key: None
     toolchain.sm_count = lambda index=0: 132
-
-
-def per_call_us(call, calls: int, rounds: int = 5) -> float:
-    for _ in range(100):
-        call()
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            call()
-        samples.append((time.perf_counter() - start) * 1e6 / calls)
-    return statistics.median(samples)
 
 
 def cases(tokens: int) -> dict:
@@ -92,7 +78,7 @@ def main(argv=None) -> int:
     print("|---|---|---|---|")
     for tokens in (1, 4, 16):
         for name, (wrapper, op) in cases(tokens).items():
-            us = [per_call_us(f, args.calls) for f in (wrapper, op)]
+            us = [overhead.eager_host_us(f, args.calls) for f in (wrapper, op)]
             print(f"| {name} | {tokens} | {us[0]:.2f} | {us[1]:.2f} |", flush=True)
     return 0
 

@@ -26,7 +26,10 @@ count; strided rows through contiguous copies. Anything else raises ValueError (
 from __future__ import annotations
 
 from . import _rms_common as rms
-from ._norm_configs import NORM_BENCH_CONFIGS, NORM_CONFIGS
+
+# fused_add_rmsnorm's matrices, re-exported (the registry reads them statically)
+from .fused_add_rmsnorm import BENCH_CONFIGS as BENCH_CONFIGS
+from .fused_add_rmsnorm import CONFIGS as CONFIGS
 
 KERNEL_META = {
     "name": "flashinfer_gemma_fused_add_rmsnorm",
@@ -38,10 +41,6 @@ KERNEL_META = {
 }
 
 PUBLIC_OPS: tuple[str, ...] = ("flashinfer_gemma_fused_add_rmsnorm",)
-
-# the matrices the RMSNorm-family kernels share (read statically from _norm_configs.py)
-CONFIGS = NORM_CONFIGS
-BENCH_CONFIGS = NORM_BENCH_CONFIGS
 
 UPSTREAM = (
     "gemma_fused_add_rmsnorm"  # our norm.<UPSTREAM>; the reference flashinfer.norm.<UPSTREAM>

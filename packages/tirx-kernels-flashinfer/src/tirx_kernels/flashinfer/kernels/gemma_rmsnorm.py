@@ -24,7 +24,10 @@ through contiguous copies. Anything else raises ValueError (``norm``, ``_norm_sc
 from __future__ import annotations
 
 from . import _rms_common as rms
-from ._norm_configs import NORM_BENCH_CONFIGS, NORM_CONFIGS, QK_NORM_CONFIGS
+
+# rmsnorm's matrices, re-exported (the registry reads them statically)
+from .rmsnorm import BENCH_CONFIGS as BENCH_CONFIGS
+from .rmsnorm import CONFIGS as CONFIGS
 
 KERNEL_META = {
     "name": "flashinfer_gemma_rmsnorm",
@@ -36,10 +39,6 @@ KERNEL_META = {
 }
 
 PUBLIC_OPS: tuple[str, ...] = ("flashinfer_gemma_rmsnorm",)
-
-# the matrices the RMSNorm-family kernels share (read statically from _norm_configs.py)
-CONFIGS = NORM_CONFIGS + QK_NORM_CONFIGS
-BENCH_CONFIGS = NORM_BENCH_CONFIGS
 
 UPSTREAM = "gemma_rmsnorm"  # our norm.<UPSTREAM>; the reference flashinfer.norm.<UPSTREAM>
 WEIGHT_BIAS = 1.0  # the weight applied is WEIGHT_BIAS + w: (1 + w)
