@@ -161,18 +161,26 @@ def _chunked(where: str, hidden: int, plan_of: Callable, a, b) -> Callable:
     return run
 
 
-def _resolve_rmsnorm(weight_bias: float, out, input, weight) -> Callable:
-    """Check an rmsnorm/gemma_rmsnorm call; its plan ``f(out, input, weight, eps)``."""
-    where = "gemma_rmsnorm" if weight_bias else "rmsnorm"
+def _check_rms(where: str, input, weight, dims: tuple[int, ...], **like) -> tuple:
+    """(dtype, rows, hidden, alignment in bytes) of a valid RMSNorm call whose other row
+    tensor (``out`` or ``residual``) is ``like``; else ValueError naming the argument."""
     dtype = _dtype_name(where, input)
-    rows, hidden = _check_rows(where, input, (2, 3))
+    rows, hidden = _check_rows(where, input, dims)
     align = 2 * vec_width(hidden) if hidden else 16
-    _check_like(where, "out", out, input)
+    ((like_name, other),) = like.items()
+    _check_like(where, like_name, other, input)
     check_domain(dtype, hidden)
-    named = {"input": input, "weight": weight, "out": out}
+    named = {"input": input, like_name: other, "weight": weight}
     _host.check_last_dim(where, named)
     _check_vector(where, "weight", weight, hidden, input.dtype, align)
     _host.cuda_index(where, named)
+    return dtype, rows, hidden, align
+
+
+def _resolve_rmsnorm(weight_bias: float, out, input, weight) -> Callable:
+    """Check an rmsnorm/gemma_rmsnorm call; its plan ``f(out, input, weight, eps)``."""
+    where = "gemma_rmsnorm" if weight_bias else "rmsnorm"
+    dtype, rows, hidden, align = _check_rms(where, input, weight, (2, 3), out=out)
     if not rows:
         return _host.nothing
     if rows * hidden >= INDEX_LIMIT:
@@ -199,15 +207,7 @@ def _resolve_rmsnorm(weight_bias: float, out, input, weight) -> Callable:
 def _resolve_fused_add(weight_bias: float, input, residual, weight) -> Callable:
     """Check a (gemma_)fused_add_rmsnorm call; its plan ``f(input, residual, weight, eps)``."""
     where = "gemma_fused_add_rmsnorm" if weight_bias else "fused_add_rmsnorm"
-    dtype = _dtype_name(where, input)
-    rows, hidden = _check_rows(where, input, (2,))
-    align = 2 * vec_width(hidden) if hidden else 16
-    _check_like(where, "residual", residual, input)
-    check_domain(dtype, hidden)
-    named = {"input": input, "residual": residual, "weight": weight}
-    _host.check_last_dim(where, named)
-    _check_vector(where, "weight", weight, hidden, input.dtype, align)
-    _host.cuda_index(where, named)
+    dtype, rows, hidden, align = _check_rms(where, input, weight, (2,), residual=residual)
     if not rows:
         return _host.nothing
     if rows * hidden >= INDEX_LIMIT:

@@ -17,10 +17,8 @@ per-thread fp32 sum of ``x^2``, warp then CTA reduction, ``rms_rcp = rsqrt(sum /
 ``input = T(x * rms_rcp * (1 + float(w)))`` (upstream keeps fp32 ``x`` in shared memory, this
 port in registers). eps is a runtime fp32 argument (default 1e-6).
 
-Dispatch domain: dtype bfloat16/float16; ``1 <= hidden <= 16384`` (vectors of
-``gcd(8, hidden)`` elements, as upstream's ``VEC_SIZE``); 2D input, as upstream; any token
-count; strided rows through contiguous copies. Anything else raises ValueError (``norm``,
-``_norm_schedule``).
+Dispatch domain, configs and checks: those of ``fused_add_rmsnorm`` (this kernel only adds 1
+to the weight).
 """
 
 from __future__ import annotations

@@ -15,10 +15,8 @@ warp then CTA reduction, ``rms_rcp = rsqrt(sum_sq / d + eps)``,
 ``out = T(float(x) * rms_rcp * (1 + float(w)))``. eps is a runtime fp32 argument (default 1e-6,
 FlashInfer's default).
 
-Dispatch domain: dtype bfloat16/float16; ``1 <= hidden <= 16384`` (vectors of
-``gcd(8, hidden)`` elements, as upstream's ``VEC_SIZE``); 2D ``(tokens, hidden)`` or 3D
-``(batch, heads, head_dim)`` input (configs with ``heads``); any token count; strided rows
-through contiguous copies. Anything else raises ValueError (``norm``, ``_norm_schedule``).
+Dispatch domain, configs and checks: those of ``rmsnorm`` (this kernel only adds 1
+to the weight).
 """
 
 from __future__ import annotations
