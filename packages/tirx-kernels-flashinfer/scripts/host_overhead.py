@@ -4,9 +4,10 @@
 
     python packages/tirx-kernels-flashinfer/scripts/host_overhead.py [--calls 20000]
 
-Every compiled kernel's ``main`` is replaced by a no-op and every tensor taken as on cuda:0,
-so what is timed is our Python host path alone (argument checks or the plan lookup, the
-wrapper, the torch dispatcher for the op path), not tvm-ffi's launch nor the GPU. Prints a
+Every compiled kernel's ``main`` is replaced by a no-op and every tensor taken as on cuda:0
+(the direct path's ``is_cuda`` test aside), so what is timed is our Python host path alone
+(argument checks or the plan lookup, the wrapper, the torch dispatcher for the op path),
+not tvm-ffi's launch nor the GPU. Prints a
 Markdown table: the eager wrapper (the direct plan launch) and the ``torch.ops`` op, at
 1, 4 and 16 tokens. The H200 counterpart, with real launches and FlashInfer beside ours, is
 the root ``scripts/op_overhead.py``; results of both: ``docs/overhead.md``.
@@ -34,6 +35,8 @@ def stub() -> None:
     activation._stream_ctas = lambda *a: 1
     rope._compiled = lambda *key: None
     toolchain.sm_count = lambda index=0: 132
+    for module in (norm, activation, rope):  # the direct path for CPU tensors (is_cuda aside)
+        module._direct = lambda t: type(t) is torch.Tensor and not torch.compiler.is_compiling()
 
 
 def cases(tokens: int) -> dict:

@@ -26,9 +26,10 @@ _Tensor = torch.Tensor
 
 def direct(t: torch.Tensor) -> bool:
     """Whether an eager wrapper may launch its plan without the torch dispatcher: a plain
-    tensor (no FakeTensor, functional or other subclass) outside ``torch.compile``'s
-    tracing. CUDA-graph capture records the direct launch as it does the op's."""
-    return type(t) is _Tensor and not _is_compiling()
+    CUDA tensor (no FakeTensor, functional or other subclass; meta and CPU tensors take the
+    op, whose fake or checks answer them) outside ``torch.compile``'s tracing. CUDA-graph
+    capture records the direct launch as it does the op's."""
+    return type(t) is _Tensor and t.is_cuda and not _is_compiling()
 
 
 def signature(t: torch.Tensor) -> tuple:
