@@ -183,3 +183,12 @@ def test_meta_and_cpu_tensors_take_the_op_not_the_direct_path():
     assert _host.direct(torch.empty(1)) is False  # a CPU tensor: the op's checks answer
     with pytest.raises(ValueError, match="input must be a CUDA tensor"):
         activation.silu_and_mul(torch.empty(2, 64, dtype=BF16))
+
+
+def test_the_switch_sends_eager_calls_through_the_op(hopper, monkeypatch):
+    x, w = randn(7, 4096).cuda(), randn(4096, seed=1).cuda()
+    assert _host.direct(x)
+    direct = norm.rmsnorm(x, w)
+    monkeypatch.setattr(_host, "DIRECT", False)  # TIRX_KERNELS_FLASHINFER_DIRECT=0
+    assert not _host.direct(x)
+    assert torch.equal(norm.rmsnorm(x, w), direct)
