@@ -157,6 +157,14 @@ def _resolve(where, q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_thet
     ok = [_host.aligned(t, 16) for t in targets]
     if not outs and all(ok):
         return lambda q, k, pos_ids: fn(q, k, pos_ids, grid, rs, rt)
+    if all(ok):  # out of place into aligned outputs: copy, then rotate the copies
+
+        def copied(q, k, pos_ids, q_rope, k_rope):
+            q_rope.copy_(q)
+            k_rope.copy_(k)
+            fn(q_rope, k_rope, pos_ids, grid, rs, rt)
+
+        return copied
 
     def general(q, k, pos_ids, *outs):
         # out of place: copy, then rotate the copies (the kernels rotate in place); strided

@@ -227,11 +227,16 @@ def run_bench(**config):
 
 
 def public_calls(batch):
-    """Our apply_rope_pos_ids_inplace and FlashInfer's on ``batch`` tokens (d128, 32+8 heads)."""
+    """Our apply_rope_pos_ids_inplace and apply_rope_pos_ids, and FlashInfer's, on ``batch``
+    tokens (d128, 32 + 8 heads)."""
     q, k, pos = prepare_data(tokens=batch)
-    calls = {"tirx": lambda: apply_rope_pos_ids_inplace(q, k, pos)}
+    calls = {
+        "tirx": lambda: apply_rope_pos_ids_inplace(q, k, pos),
+        "tirx_out_of_place": lambda: apply_rope_pos_ids(q, k, pos),
+    }
     if available("flashinfer.rope"):
-        import flashinfer.rope
+        import flashinfer.rope as fr
 
-        calls["flashinfer"] = lambda: flashinfer.rope.apply_rope_pos_ids_inplace(q, k, pos)
+        calls["flashinfer"] = lambda: fr.apply_rope_pos_ids_inplace(q, k, pos)
+        calls["flashinfer_out_of_place"] = lambda: fr.apply_rope_pos_ids(q, k, pos)
     return calls
