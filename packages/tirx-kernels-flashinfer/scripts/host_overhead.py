@@ -4,9 +4,10 @@
 
     python packages/tirx-kernels-flashinfer/scripts/host_overhead.py [--calls 20000]
 
-Every compiled kernel's ``main`` is replaced by a no-op and every tensor taken as on cuda:0,
-so what is timed is our Python host path alone (argument checks or the plan lookup, the
-wrapper, the torch dispatcher for the op path), not tvm-ffi's launch nor the GPU. Prints a
+Every compiled kernel's ``main`` is replaced by a no-op and every tensor taken as on cuda:0
+(the direct path's ``is_cuda`` test aside), so what is timed is our Python host path alone
+(argument checks or the plan lookup, the wrapper, the torch dispatcher for the op path),
+not tvm-ffi's launch nor the GPU. Prints a
 Markdown table: the eager wrapper (the direct plan launch) and the ``torch.ops`` op, at
 1, 4 and 16 tokens. The H200 counterpart, with real launches and FlashInfer beside ours, is
 the root ``scripts/op_overhead.py``; results of both: ``docs/overhead.md``.
@@ -15,12 +16,10 @@ the root ``scripts/op_overhead.py``; results of both: ``docs/overhead.md``.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 
-from tirx_kernels.core import toolchain
+from tirx_kernels.core import overhead, toolchain
 from tirx_kernels.flashinfer import _host, activation, norm, rope
 
 
@@ -36,18 +35,8 @@ def stub() -> None:
     activation._stream_ctas = lambda *a: 1
     rope._compiled = lambda *key: None
     toolchain.sm_count = lambda index=0: 132
-
-
-def per_call_us(call, calls: int, rounds: int = 5) -> float:
-    for _ in range(100):
-        call()
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            call()
-        samples.append((time.perf_counter() - start) * 1e6 / calls)
-    return statistics.median(samples)
+    for module in (norm, activation, rope):  # the direct path for CPU tensors (is_cuda aside)
+        module._direct = lambda t: type(t) is torch.Tensor and not torch.compiler.is_compiling()
 
 
 def cases(tokens: int) -> dict:
@@ -92,7 +81,7 @@ def main(argv=None) -> int:
     print("|---|---|---|---|")
     for tokens in (1, 4, 16):
         for name, (wrapper, op) in cases(tokens).items():
-            us = [per_call_us(f, args.calls) for f in (wrapper, op)]
+            us = [overhead.eager_host_us(f, args.calls) for f in (wrapper, op)]
             print(f"| {name} | {tokens} | {us[0]:.2f} | {us[1]:.2f} |", flush=True)
     return 0
 

@@ -174,3 +174,21 @@ def test_inputs_past_int32_indexing_run_in_row_chunks(stand_ins, monkeypatch):
     q = randn(5, 5, 64)  # 3D: 25 rows of heads
     got = norm.rmsnorm(q, w)
     torch.testing.assert_close(got.float(), rms.rmsnorm_reference(q, w, 1e-6, 0.0), **TOLS)
+
+
+def test_meta_and_cpu_tensors_take_the_op_not_the_direct_path():
+    meta = {"dtype": BF16, "device": "meta"}
+    out = norm.rmsnorm(torch.empty(3, 4, 64, **meta), torch.empty(64, **meta))
+    assert out.shape == (3, 4, 64) and out.device.type == "meta"  # the op's fake
+    assert _host.direct(torch.empty(1)) is False  # a CPU tensor: the op's checks answer
+    with pytest.raises(ValueError, match="input must be a CUDA tensor"):
+        activation.silu_and_mul(torch.empty(2, 64, dtype=BF16))
+
+
+def test_the_switch_sends_eager_calls_through_the_op(hopper, monkeypatch):
+    x, w = randn(7, 4096).cuda(), randn(4096, seed=1).cuda()
+    assert _host.direct(x)
+    direct = norm.rmsnorm(x, w)
+    monkeypatch.setattr(_host, "DIRECT", False)  # TIRX_KERNELS_FLASHINFER_DIRECT=0
+    assert not _host.direct(x)
+    assert torch.equal(norm.rmsnorm(x, w), direct)

@@ -7,28 +7,33 @@ A public function's arguments are checked and its kernel chosen once per call si
 result, a *plan*, is a small closure that launches the compiled kernel's ``main`` (a
 ``tvm_ffi.Function``, fetched once by :func:`main_of`) with no further checks. The wrappers
 call their plan directly when :func:`direct` says the dispatcher may be skipped (plain
-tensors, not under ``torch.compile``); otherwise they call the ``torch.ops.tirx_kernels``
-op, whose body runs the same plan. Measurements: ``docs/overhead.md`` (package root).
+tensors, not under ``torch.compile``, ``TIRX_KERNELS_FLASHINFER_DIRECT`` not ``0``);
+otherwise they call the ``torch.ops.tirx_kernels`` op, whose body runs the same plan.
+Measurements: ``docs/overhead.md`` (package root).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 MAX_PLANS = 4096  # a cache this full is cleared (shapes that never repeat)
+# TIRX_KERNELS_FLASHINFER_DIRECT=0: every call through the torch.ops op (the fallback switch)
+DIRECT = os.environ.get("TIRX_KERNELS_FLASHINFER_DIRECT", "1") != "0"
 _is_compiling = torch.compiler.is_compiling
 _Tensor = torch.Tensor
 
 
 def direct(t: torch.Tensor) -> bool:
     """Whether an eager wrapper may launch its plan without the torch dispatcher: a plain
-    tensor (no FakeTensor, functional or other subclass) outside ``torch.compile``'s
-    tracing. CUDA-graph capture records the direct launch as it does the op's."""
-    return type(t) is _Tensor and not _is_compiling()
+    CUDA tensor (no FakeTensor, functional or other subclass; meta and CPU tensors take the
+    op, whose fake or checks answer them) outside ``torch.compile``'s tracing. CUDA-graph
+    capture records the direct launch as it does the op's."""
+    return DIRECT and type(t) is _Tensor and t.is_cuda and not _is_compiling()
 
 
 def signature(t: torch.Tensor) -> tuple:

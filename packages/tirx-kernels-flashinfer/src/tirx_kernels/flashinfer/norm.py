@@ -161,18 +161,26 @@ def _chunked(where: str, hidden: int, plan_of: Callable, a, b) -> Callable:
     return run
 
 
-def _resolve_rmsnorm(weight_bias: float, out, input, weight) -> Callable:
-    """Check an rmsnorm/gemma_rmsnorm call; its plan ``f(out, input, weight, eps)``."""
-    where = "gemma_rmsnorm" if weight_bias else "rmsnorm"
+def _check_rms(where: str, input, weight, dims: tuple[int, ...], **like) -> tuple:
+    """(dtype, rows, hidden, alignment in bytes) of a valid RMSNorm call whose other row
+    tensor (``out`` or ``residual``) is ``like``; else ValueError naming the argument."""
     dtype = _dtype_name(where, input)
-    rows, hidden = _check_rows(where, input, (2, 3))
+    rows, hidden = _check_rows(where, input, dims)
     align = 2 * vec_width(hidden) if hidden else 16
-    _check_like(where, "out", out, input)
+    ((like_name, other),) = like.items()
+    _check_like(where, like_name, other, input)
     check_domain(dtype, hidden)
-    named = {"input": input, "weight": weight, "out": out}
+    named = {"input": input, like_name: other, "weight": weight}
     _host.check_last_dim(where, named)
     _check_vector(where, "weight", weight, hidden, input.dtype, align)
     _host.cuda_index(where, named)
+    return dtype, rows, hidden, align
+
+
+def _resolve_rmsnorm(weight_bias: float, out, input, weight) -> Callable:
+    """Check an rmsnorm/gemma_rmsnorm call; its plan ``f(out, input, weight, eps)``."""
+    where = "gemma_rmsnorm" if weight_bias else "rmsnorm"
+    dtype, rows, hidden, align = _check_rms(where, input, weight, (2, 3), out=out)
     if not rows:
         return _host.nothing
     if rows * hidden >= INDEX_LIMIT:
@@ -199,15 +207,7 @@ def _resolve_rmsnorm(weight_bias: float, out, input, weight) -> Callable:
 def _resolve_fused_add(weight_bias: float, input, residual, weight) -> Callable:
     """Check a (gemma_)fused_add_rmsnorm call; its plan ``f(input, residual, weight, eps)``."""
     where = "gemma_fused_add_rmsnorm" if weight_bias else "fused_add_rmsnorm"
-    dtype = _dtype_name(where, input)
-    rows, hidden = _check_rows(where, input, (2,))
-    align = 2 * vec_width(hidden) if hidden else 16
-    _check_like(where, "residual", residual, input)
-    check_domain(dtype, hidden)
-    named = {"input": input, "residual": residual, "weight": weight}
-    _host.check_last_dim(where, named)
-    _check_vector(where, "weight", weight, hidden, input.dtype, align)
-    _host.cuda_index(where, named)
+    dtype, rows, hidden, align = _check_rms(where, input, weight, (2,), residual=residual)
     if not rows:
         return _host.nothing
     if rows * hidden >= INDEX_LIMIT:
@@ -321,6 +321,25 @@ _LAYERNORM = _OPS.flashinfer_layernorm.default
 _direct = _host.direct
 
 
+def _rms(out, input, weight, eps: float, weight_bias: float, op) -> torch.Tensor:
+    """(Gemma) RMSNorm's wrapper body: allocate ``out``, run the plan (or the op), return."""
+    if out is None:
+        out = torch.empty_like(input)
+    if _direct(input):
+        _rmsnorm_plan(weight_bias, out, input, weight)(out, input, weight, eps)
+    else:
+        op(out, input, weight, eps)
+    return out
+
+
+def _fused_add(input, residual, weight, eps: float, weight_bias: float, op) -> None:
+    """(Gemma) fused add RMSNorm's wrapper body: run the plan (or the op) in place."""
+    if _direct(input):
+        _fused_add_plan(weight_bias, input, residual, weight)(input, residual, weight, eps)
+    else:
+        op(input, residual, weight, eps)
+
+
 def rmsnorm(
     input: torch.Tensor,
     weight: torch.Tensor,
@@ -330,13 +349,7 @@ def rmsnorm(
 ) -> torch.Tensor:
     """``out = input / RMS(input) * weight`` (``flashinfer.norm.rmsnorm``), into ``out`` when
     given, else a new tensor; returns it. ``enable_pdl`` is ignored (no PDL here)."""
-    if out is None:
-        out = torch.empty_like(input)
-    if _direct(input):
-        _rmsnorm_plan(0.0, out, input, weight)(out, input, weight, eps)
-    else:
-        _RMSNORM(out, input, weight, eps)
-    return out
+    return _rms(out, input, weight, eps, 0.0, _RMSNORM)
 
 
 def gemma_rmsnorm(
@@ -348,13 +361,7 @@ def gemma_rmsnorm(
 ) -> torch.Tensor:
     """``out = input / RMS(input) * (1 + weight)`` (``flashinfer.norm.gemma_rmsnorm``); as
     :func:`rmsnorm` otherwise."""
-    if out is None:
-        out = torch.empty_like(input)
-    if _direct(input):
-        _rmsnorm_plan(1.0, out, input, weight)(out, input, weight, eps)
-    else:
-        _GEMMA_RMSNORM(out, input, weight, eps)
-    return out
+    return _rms(out, input, weight, eps, 1.0, _GEMMA_RMSNORM)
 
 
 def fused_add_rmsnorm(
@@ -367,10 +374,7 @@ def fused_add_rmsnorm(
     """In place (``flashinfer.norm.fused_add_rmsnorm``): ``residual += input``, then
     ``input = residual / RMS(residual) * weight`` (from the unrounded fp32 sum). Returns None;
     ``enable_pdl`` is ignored."""
-    if _direct(input):
-        _fused_add_plan(0.0, input, residual, weight)(input, residual, weight, eps)
-    else:
-        _FUSED_ADD_RMSNORM(input, residual, weight, eps)
+    _fused_add(input, residual, weight, eps, 0.0, _FUSED_ADD_RMSNORM)
 
 
 def gemma_fused_add_rmsnorm(
@@ -382,10 +386,7 @@ def gemma_fused_add_rmsnorm(
 ) -> None:
     """:func:`fused_add_rmsnorm` with the weight applied as ``(1 + weight)``
     (``flashinfer.norm.gemma_fused_add_rmsnorm``)."""
-    if _direct(input):
-        _fused_add_plan(1.0, input, residual, weight)(input, residual, weight, eps)
-    else:
-        _GEMMA_FUSED_ADD_RMSNORM(input, residual, weight, eps)
+    _fused_add(input, residual, weight, eps, 1.0, _GEMMA_FUSED_ADD_RMSNORM)
 
 
 def layernorm(

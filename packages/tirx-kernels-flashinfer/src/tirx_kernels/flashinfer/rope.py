@@ -157,6 +157,14 @@ def _resolve(where, q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_thet
     ok = [_host.aligned(t, 16) for t in targets]
     if not outs and all(ok):
         return lambda q, k, pos_ids: fn(q, k, pos_ids, grid, rs, rt)
+    if all(ok):  # out of place into aligned outputs: copy, then rotate the copies
+
+        def copied(q, k, pos_ids, q_rope, k_rope):
+            q_rope.copy_(q)
+            k_rope.copy_(k)
+            fn(q_rope, k_rope, pos_ids, grid, rs, rt)
+
+        return copied
 
     def general(q, k, pos_ids, *outs):
         # out of place: copy, then rotate the copies (the kernels rotate in place); strided
@@ -228,6 +236,11 @@ _OUTPLACE = torch.ops.tirx_kernels.flashinfer_apply_rope_pos_ids.default
 _direct = _host.direct
 
 
+def _scalars(q, rotary_dim, interleave, rope_scale, rope_theta) -> tuple:
+    """The ops' scalar arguments, ``rotary_dim`` defaulting to head_dim as upstream."""
+    return (q.size(-1) if rotary_dim is None else rotary_dim, interleave, rope_scale, rope_theta)
+
+
 def apply_rope_pos_ids_inplace(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -239,9 +252,7 @@ def apply_rope_pos_ids_inplace(
 ) -> None:
     """Rotate q ``(nnz, num_q_heads, head_dim)`` and k ``(nnz, num_kv_heads, head_dim)`` in
     place by the positions ``pos_ids`` ``(nnz,)`` (FlashInfer's signature and defaults)."""
-    if rotary_dim is None:
-        rotary_dim = q.size(-1)
-    args = (rotary_dim, interleave, rope_scale, rope_theta)
+    args = _scalars(q, rotary_dim, interleave, rope_scale, rope_theta)
     if _direct(q):
         _inplace_plan(q, k, pos_ids, *args)(q, k, pos_ids)
     else:
@@ -259,11 +270,8 @@ def apply_rope_pos_ids(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(q_rope, k_rope)``: q and k rotated by ``pos_ids``, q and k unchanged (FlashInfer's
     signature and defaults)."""
-    q_rope = torch.empty_like(q)
-    k_rope = torch.empty_like(k)
-    if rotary_dim is None:
-        rotary_dim = q.size(-1)
-    args = (rotary_dim, interleave, rope_scale, rope_theta)
+    q_rope, k_rope = torch.empty_like(q), torch.empty_like(k)
+    args = _scalars(q, rotary_dim, interleave, rope_scale, rope_theta)
     if _direct(q):
         _outplace_plan(q, k, q_rope, k_rope, pos_ids, *args)(q, k, pos_ids, q_rope, k_rope)
     else:

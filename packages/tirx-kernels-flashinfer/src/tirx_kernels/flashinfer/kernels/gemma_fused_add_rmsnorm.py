@@ -17,16 +17,17 @@ per-thread fp32 sum of ``x^2``, warp then CTA reduction, ``rms_rcp = rsqrt(sum /
 ``input = T(x * rms_rcp * (1 + float(w)))`` (upstream keeps fp32 ``x`` in shared memory, this
 port in registers). eps is a runtime fp32 argument (default 1e-6).
 
-Dispatch domain: dtype bfloat16/float16; ``1 <= hidden <= 16384`` (vectors of
-``gcd(8, hidden)`` elements, as upstream's ``VEC_SIZE``); 2D input, as upstream; any token
-count; strided rows through contiguous copies. Anything else raises ValueError (``norm``,
-``_norm_schedule``).
+Dispatch domain, configs and checks: those of ``fused_add_rmsnorm`` (this kernel only adds 1
+to the weight).
 """
 
 from __future__ import annotations
 
 from . import _rms_common as rms
-from ._norm_configs import NORM_BENCH_CONFIGS, NORM_CONFIGS
+
+# fused_add_rmsnorm's matrices, re-exported (the registry reads them statically)
+from .fused_add_rmsnorm import BENCH_CONFIGS as BENCH_CONFIGS
+from .fused_add_rmsnorm import CONFIGS as CONFIGS
 
 KERNEL_META = {
     "name": "flashinfer_gemma_fused_add_rmsnorm",
@@ -38,10 +39,6 @@ KERNEL_META = {
 }
 
 PUBLIC_OPS: tuple[str, ...] = ("flashinfer_gemma_fused_add_rmsnorm",)
-
-# the matrices the RMSNorm-family kernels share (read statically from _norm_configs.py)
-CONFIGS = NORM_CONFIGS
-BENCH_CONFIGS = NORM_BENCH_CONFIGS
 
 UPSTREAM = (
     "gemma_fused_add_rmsnorm"  # our norm.<UPSTREAM>; the reference flashinfer.norm.<UPSTREAM>

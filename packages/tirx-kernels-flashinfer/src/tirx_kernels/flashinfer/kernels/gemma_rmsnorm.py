@@ -15,16 +15,17 @@ warp then CTA reduction, ``rms_rcp = rsqrt(sum_sq / d + eps)``,
 ``out = T(float(x) * rms_rcp * (1 + float(w)))``. eps is a runtime fp32 argument (default 1e-6,
 FlashInfer's default).
 
-Dispatch domain: dtype bfloat16/float16; ``1 <= hidden <= 16384`` (vectors of
-``gcd(8, hidden)`` elements, as upstream's ``VEC_SIZE``); 2D ``(tokens, hidden)`` or 3D
-``(batch, heads, head_dim)`` input (configs with ``heads``); any token count; strided rows
-through contiguous copies. Anything else raises ValueError (``norm``, ``_norm_schedule``).
+Dispatch domain, configs and checks: those of ``rmsnorm`` (this kernel only adds 1
+to the weight).
 """
 
 from __future__ import annotations
 
 from . import _rms_common as rms
-from ._norm_configs import NORM_BENCH_CONFIGS, NORM_CONFIGS, QK_NORM_CONFIGS
+
+# rmsnorm's matrices, re-exported (the registry reads them statically)
+from .rmsnorm import BENCH_CONFIGS as BENCH_CONFIGS
+from .rmsnorm import CONFIGS as CONFIGS
 
 KERNEL_META = {
     "name": "flashinfer_gemma_rmsnorm",
@@ -36,10 +37,6 @@ KERNEL_META = {
 }
 
 PUBLIC_OPS: tuple[str, ...] = ("flashinfer_gemma_rmsnorm",)
-
-# the matrices the RMSNorm-family kernels share (read statically from _norm_configs.py)
-CONFIGS = NORM_CONFIGS + QK_NORM_CONFIGS
-BENCH_CONFIGS = NORM_BENCH_CONFIGS
 
 UPSTREAM = "gemma_rmsnorm"  # our norm.<UPSTREAM>; the reference flashinfer.norm.<UPSTREAM>
 WEIGHT_BIAS = 1.0  # the weight applied is WEIGHT_BIAS + w: (1 + w)

@@ -35,209 +35,66 @@ KERNEL_META = {
 
 PUBLIC_OPS = ("flashinfer_apply_rope_pos_ids_inplace", "flashinfer_apply_rope_pos_ids")
 
-CONFIGS = [
-    {
-        "label": "bf16_d128_hq32_hk8_t1",
-        "dtype": "bfloat16",
-        "head_dim": 128,
-        "num_q_heads": 32,
-        "num_kv_heads": 8,
-        "interleave": False,
-        "tokens": 1,
-    },
-    {
-        "label": "bf16_d128_hq32_hk8_t4113",
-        "dtype": "bfloat16",
-        "head_dim": 128,
-        "num_q_heads": 32,
-        "num_kv_heads": 8,
-        "interleave": False,
-        "tokens": 4113,
-    },
-    {
-        "label": "bf16_d128_hq32_hk8_t4113_il",
-        "dtype": "bfloat16",
-        "head_dim": 128,
-        "num_q_heads": 32,
-        "num_kv_heads": 8,
-        "interleave": True,
-        "tokens": 4113,
-    },
-    {
-        "label": "fp16_d64_hq16_hk4_t777_il_i64",
-        "dtype": "float16",
-        "head_dim": 64,
-        "num_q_heads": 16,
-        "num_kv_heads": 4,
-        "interleave": True,
-        "tokens": 777,
-        "pos_dtype": "int64",
-    },
-    {
-        "label": "fp16_d256_hq8_hk1_t31_th1e6_s2",
-        "dtype": "float16",
-        "head_dim": 256,
-        "num_q_heads": 8,
-        "num_kv_heads": 1,
-        "interleave": False,
-        "tokens": 31,
-        "rope_theta": 1e6,
-        "rope_scale": 2.0,
-    },
-    {
-        "label": "bf16_d64_hq32_hk8_t16",
-        "dtype": "bfloat16",
-        "head_dim": 64,
-        "num_q_heads": 32,
-        "num_kv_heads": 8,
-        "interleave": False,
-        "tokens": 16,
-    },
-    {
-        "label": "bf16_d128_hq28_hk4_t16383_th1e6",
-        "dtype": "bfloat16",
-        "head_dim": 128,
-        "num_q_heads": 28,
-        "num_kv_heads": 4,
-        "interleave": False,
-        "tokens": 16383,
-        "rope_theta": 1e6,
-    },
-    {
-        # 5 head steps of 8 heads: the grid kernel, its head loop (3 groups of ~14 heads)
-        "label": "bf16_d256_hq32_hk8_t4000",
-        "dtype": "bfloat16",
-        "head_dim": 256,
-        "num_q_heads": 32,
-        "num_kv_heads": 8,
-        "interleave": False,
-        "tokens": 4000,
-    },
-    {
-        "label": "bf16_d256_hq16_hk16_t1031_il",
-        "dtype": "bfloat16",
-        "head_dim": 256,
-        "num_q_heads": 16,
-        "num_kv_heads": 16,
-        "interleave": True,
-        "tokens": 1031,
-    },
-    {
-        "label": "bf16_d512_hq8_hk2_t33",
-        "dtype": "bfloat16",
-        "head_dim": 512,
-        "num_q_heads": 8,
-        "num_kv_heads": 2,
-        "interleave": False,
-        "tokens": 33,
-    },
-    {
-        "label": "fp16_d512_hq16_hk4_t1024_il_i64",
-        "dtype": "float16",
-        "head_dim": 512,
-        "num_q_heads": 16,
-        "num_kv_heads": 4,
-        "interleave": True,
-        "tokens": 1024,
-        "pos_dtype": "int64",
-    },
-    {
-        "label": "bf16_d128_r64_hq32_hk8_t7",
-        "dtype": "bfloat16",
-        "head_dim": 128,
-        "rotary_dim": 64,
-        "num_q_heads": 32,
-        "num_kv_heads": 8,
-        "interleave": False,
-        "tokens": 7,
-    },
-    {
-        "label": "bf16_d128_r96_hq32_hk8_t600_il",
-        "dtype": "bfloat16",
-        "head_dim": 128,
-        "rotary_dim": 96,
-        "num_q_heads": 32,
-        "num_kv_heads": 8,
-        "interleave": True,
-        "tokens": 600,
-    },
-    {
-        "label": "fp16_d256_r16_hq8_hk8_t2048",
-        "dtype": "float16",
-        "head_dim": 256,
-        "rotary_dim": 16,
-        "num_q_heads": 8,
-        "num_kv_heads": 8,
-        "interleave": False,
-        "tokens": 2048,
-    },
+# (label, dtype, head_dim, num_q_heads, num_kv_heads, tokens, other keys): the label spells
+# them (_il interleave, _i64 int64 positions, _r rotary_dim, _th rope_theta, _s rope_scale)
+_BF = "bfloat16"
+_FP = "float16"
+_SHAPES = [
+    ("bf16_d128_hq32_hk8_t1", _BF, 128, 32, 8, 1, {}),
+    ("bf16_d128_hq32_hk8_t4113", _BF, 128, 32, 8, 4113, {}),
+    ("bf16_d128_hq32_hk8_t4113_il", _BF, 128, 32, 8, 4113, {"interleave": True}),
+    (
+        "fp16_d64_hq16_hk4_t777_il_i64",
+        _FP,
+        64,
+        16,
+        4,
+        777,
+        {"interleave": True, "pos_dtype": "int64"},
+    ),
+    ("fp16_d256_hq8_hk1_t31_th1e6_s2", _FP, 256, 8, 1, 31, {"rope_theta": 1e6, "rope_scale": 2.0}),
+    ("bf16_d64_hq32_hk8_t16", _BF, 64, 32, 8, 16, {}),
+    ("bf16_d128_hq28_hk4_t16383_th1e6", _BF, 128, 28, 4, 16383, {"rope_theta": 1e6}),
+    # 5 head steps of 8 heads: the grid kernel, its head loop (3 groups of ~14 heads)
+    ("bf16_d256_hq32_hk8_t4000", _BF, 256, 32, 8, 4000, {}),
+    ("bf16_d256_hq16_hk16_t1031_il", _BF, 256, 16, 16, 1031, {"interleave": True}),
+    ("bf16_d512_hq8_hk2_t33", _BF, 512, 8, 2, 33, {}),
+    (
+        "fp16_d512_hq16_hk4_t1024_il_i64",
+        _FP,
+        512,
+        16,
+        4,
+        1024,
+        {"interleave": True, "pos_dtype": "int64"},
+    ),
+    ("bf16_d128_r64_hq32_hk8_t7", _BF, 128, 32, 8, 7, {"rotary_dim": 64}),
+    # 6 threads a head: the grid kernel with idle threads, never the walk kernel
+    (
+        "bf16_d128_r96_hq32_hk8_t600_il",
+        _BF,
+        128,
+        32,
+        8,
+        600,
+        {"rotary_dim": 96, "interleave": True},
+    ),
+    ("fp16_d256_r16_hq8_hk8_t2048", _FP, 256, 8, 8, 2048, {"rotary_dim": 16}),
+    # bench only
+    ("bf16_d128_hq32_hk8_t16", _BF, 128, 32, 8, 16, {}),
+    ("bf16_d128_hq32_hk8_t512", _BF, 128, 32, 8, 512, {}),
+    ("bf16_d128_hq32_hk8_t16384", _BF, 128, 32, 8, 16384, {}),
+    ("bf16_d128_hq32_hk8_t16384_il", _BF, 128, 32, 8, 16384, {"interleave": True}),
+    ("fp16_d64_hq32_hk8_t16383", _FP, 64, 32, 8, 16383, {}),
+    ("bf16_d256_hq16_hk8_t8192", _BF, 256, 16, 8, 8192, {}),
 ]
-
-BENCH_CONFIGS = [
-    {
-        "label": "bf16_d128_hq32_hk8_t1",
-        "dtype": "bfloat16",
-        "head_dim": 128,
-        "num_q_heads": 32,
-        "num_kv_heads": 8,
-        "interleave": False,
-        "tokens": 1,
-    },
-    {
-        "label": "bf16_d128_hq32_hk8_t16",
-        "dtype": "bfloat16",
-        "head_dim": 128,
-        "num_q_heads": 32,
-        "num_kv_heads": 8,
-        "interleave": False,
-        "tokens": 16,
-    },
-    {
-        "label": "bf16_d128_hq32_hk8_t512",
-        "dtype": "bfloat16",
-        "head_dim": 128,
-        "num_q_heads": 32,
-        "num_kv_heads": 8,
-        "interleave": False,
-        "tokens": 512,
-    },
-    {
-        "label": "bf16_d128_hq32_hk8_t16384",
-        "dtype": "bfloat16",
-        "head_dim": 128,
-        "num_q_heads": 32,
-        "num_kv_heads": 8,
-        "interleave": False,
-        "tokens": 16384,
-    },
-    {
-        "label": "bf16_d128_hq32_hk8_t16384_il",
-        "dtype": "bfloat16",
-        "head_dim": 128,
-        "num_q_heads": 32,
-        "num_kv_heads": 8,
-        "interleave": True,
-        "tokens": 16384,
-    },
-    {
-        "label": "fp16_d64_hq32_hk8_t16383",
-        "dtype": "float16",
-        "head_dim": 64,
-        "num_q_heads": 32,
-        "num_kv_heads": 8,
-        "interleave": False,
-        "tokens": 16383,
-    },
-    {
-        "label": "bf16_d256_hq16_hk8_t8192",
-        "dtype": "bfloat16",
-        "head_dim": 256,
-        "num_q_heads": 16,
-        "num_kv_heads": 8,
-        "interleave": False,
-        "tokens": 8192,
-    },
-]
+_BY_LABEL = {
+    label: {"label": label, "dtype": dt, "head_dim": d, "num_q_heads": hq, "num_kv_heads": hk}
+    | {"interleave": False, "tokens": t, **other}
+    for label, dt, d, hq, hk, t, other in _SHAPES
+}
+CONFIGS = [_BY_LABEL[row[0]] for row in _SHAPES[:14]]
+BENCH_CONFIGS = [_BY_LABEL[row[0]] for row in _SHAPES[:1] + _SHAPES[14:]]
 
 
 # Every config key and its default (run_test/run_bench/get_kernel take any subset).
@@ -370,11 +227,16 @@ def run_bench(**config):
 
 
 def public_calls(batch):
-    """Our apply_rope_pos_ids_inplace and FlashInfer's on ``batch`` tokens (d128, 32+8 heads)."""
+    """Our apply_rope_pos_ids_inplace and apply_rope_pos_ids, and FlashInfer's, on ``batch``
+    tokens (d128, 32 + 8 heads)."""
     q, k, pos = prepare_data(tokens=batch)
-    calls = {"tirx": lambda: apply_rope_pos_ids_inplace(q, k, pos)}
+    calls = {
+        "tirx": lambda: apply_rope_pos_ids_inplace(q, k, pos),
+        "tirx_out_of_place": lambda: apply_rope_pos_ids(q, k, pos),
+    }
     if available("flashinfer.rope"):
-        import flashinfer.rope
+        import flashinfer.rope as fr
 
-        calls["flashinfer"] = lambda: flashinfer.rope.apply_rope_pos_ids_inplace(q, k, pos)
+        calls["flashinfer"] = lambda: fr.apply_rope_pos_ids_inplace(q, k, pos)
+        calls["flashinfer_out_of_place"] = lambda: fr.apply_rope_pos_ids(q, k, pos)
     return calls
