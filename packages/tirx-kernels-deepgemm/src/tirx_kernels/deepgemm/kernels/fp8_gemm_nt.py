@@ -42,7 +42,12 @@ from tirx_kernels.deepgemm._quant import (
     per_token_cast_to_fp8,
 )
 from tirx_kernels.deepgemm.fp8_gemm import _sfa_mn_major as sfa_mn_major
-from tirx_kernels.deepgemm.fp8_gemm import compiled_fp8_gemm_nt, fp8_gemm_nt
+from tirx_kernels.deepgemm.fp8_gemm import (
+    compiled_fp8_gemm_nt,
+    compiled_gemm_1d2d,
+    fp8_gemm_nt,
+    no_index,
+)
 
 KERNEL_META = {
     "name": "deepgemm_fp8_gemm_nt",
@@ -169,9 +174,20 @@ def _build_scaled_mm(aq, sfa, bq, sfb):
 
 def run_bench(M, N, K, **options):
     """Kernel time (us) of ours (the selected schedule), the basic schedule (``tirx_basic``),
+    the prefetch schedule without multicast where it multicasts (``tirx_no_multicast``),
     ``deep_gemm.fp8_gemm_nt`` and torch ``F.scaled_mm``."""
     aq, sfa, bq, sfb, d = prepare_data(M, N, K)
     references = {}
+    bm, bn, cluster = pick_layout(M, N, K, num_sms(), multicast())
+    if schedule() != "basic" and cluster > 1:
+
+        def build_no_multicast():
+            kernel = compiled_gemm_1d2d("normal", N, K, bm, bn)
+            out = torch.empty_like(d)
+            args = (aq, bq, sfa_mn_major(sfa), sfb, out, no_index(aq.device))
+            return lambda: kernel(*args)
+
+        references["tirx_no_multicast"] = build_no_multicast
     if schedule() != "basic":
 
         def build_basic():
