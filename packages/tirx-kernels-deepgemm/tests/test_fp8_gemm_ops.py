@@ -236,6 +236,9 @@ def test_scaled_mm_reference_gets_the_scale_layouts_torch_checks():
     assert torch.equal(scale_a, sfa)
     assert scale_b.shape == (3, 2) and scale_b.t().is_contiguous()
     assert torch.equal(scale_b.t(), sfb)
+    padded = kernel.scaled_mm_padded_b_scales(sfb)
+    assert padded.shape == (4, 2) and padded.stride() == (1, 4)  # K/128 = 3 rounded up to 4
+    assert torch.equal(padded[:3], scale_b) and not padded[3].any()
 
 
 def test_scaled_mm_reference_failure_is_one_runtime_error_naming_the_layouts():

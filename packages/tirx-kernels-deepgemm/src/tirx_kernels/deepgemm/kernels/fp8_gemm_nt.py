@@ -146,6 +146,17 @@ def scaled_mm_scales(sfa, sfb):
     return scale_a, sfb.contiguous().t()
 
 
+def scaled_mm_padded_b_scales(sfb):
+    """``scale_b`` as torch's meta function for the recipe describes it: (L4, N/128) with
+    stride (1, L4), L4 = K/128 rounded up to 4 (zero rows appended); the same tensor as
+    :func:`scaled_mm_scales`' when K/128 % 4 == 0 (every DeepSeek-V3 K)."""
+    nb, kb = sfb.shape
+    l4 = -(-kb // 4) * 4
+    padded = torch.zeros((nb, l4), dtype=torch.float32, device=sfb.device)
+    padded[:, :kb] = sfb
+    return padded.t()
+
+
 def _build_scaled_mm(aq, sfa, bq, sfb):
     """torch's blockwise ``F.scaled_mm`` (1x128 x 128x128) launch, checked against the
     dequantized product; raises (recorded as the reference's error) where torch lacks it."""
@@ -156,9 +167,12 @@ def _build_scaled_mm(aq, sfa, bq, sfb):
     scale_a, scale_b = scaled_mm_scales(sfa, sfb)
     want = reference(aq, sfa, bq, sfb)
     errors = []
-    # the layouts ATen documents first; (N/128, K/128) B scales as a fallback for a torch
-    # that checks them in b's orientation
-    for sb in (scale_b, sfb.contiguous()):
+    # ATen's check (ScaledBlas.cpp) first; the meta function's K/128-padded B scales where
+    # they differ (K/128 % 4 != 0)
+    layouts = [scale_b]
+    if sfb.shape[1] % 4:
+        layouts.append(scaled_mm_padded_b_scales(sfb))
+    for sb in layouts:
 
         def call(sb=sb):
             return F.scaled_mm(
