@@ -236,3 +236,20 @@ def test_scaled_mm_reference_gets_the_scale_layouts_torch_checks():
     assert torch.equal(scale_a, sfa)
     assert scale_b.shape == (3, 2) and scale_b.t().is_contiguous()
     assert torch.equal(scale_b.t(), sfb)
+    padded = kernel.scaled_mm_padded_b_scales(sfb)
+    assert padded.shape == (4, 2) and padded.stride() == (1, 4)  # K/128 = 3 rounded up to 4
+    assert torch.equal(padded[:3], scale_b) and not padded[3].any()
+
+
+def test_scaled_mm_reference_failure_is_one_runtime_error_naming_the_layouts():
+    """Where torch cannot run the recipe (here: the CPU build), building the reference raises
+    one RuntimeError (bench records it for that entry only) instead of aborting the bench."""
+    gen = torch.Generator().manual_seed(0)
+    aq, sfa = per_token_cast_to_fp8(torch.randn(4, 256, generator=gen))
+    bq, sfb = per_block_cast_to_fp8(torch.randn(128, 256, generator=gen))
+    try:
+        call = kernel._build_scaled_mm(aq, sfa, bq, sfb)
+    except RuntimeError as err:
+        assert "scaled_mm" in str(err)
+    else:
+        assert calc_diff(call(), kernel.reference(aq, sfa, bq, sfb)) <= 1e-3

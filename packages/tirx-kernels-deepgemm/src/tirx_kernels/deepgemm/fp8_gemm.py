@@ -56,11 +56,15 @@ def compiled_fp8_gemm_nt(N: int, K: int, bn: int):
     return toolchain.compile(make_fp8_gemm_nt(N, K, bn))
 
 
-@functools.cache
 def compiled_gemm_1d2d(
     kind: str, N: int, K: int, bm: int, bn: int, num_groups: int = 1, cluster: int = 1
 ):
-    """A prefetch-schedule kernel (``_gemm_1d2d_tirx``), compiled once."""
+    """A prefetch-schedule kernel (``_gemm_1d2d_tirx``), compiled once per configuration."""
+    return _compiled_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster)
+
+
+@functools.cache
+def _compiled_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster):
     return toolchain.compile(make_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster=cluster))
 
 

@@ -42,7 +42,12 @@ from tirx_kernels.deepgemm._quant import (
     per_token_cast_to_fp8,
 )
 from tirx_kernels.deepgemm.fp8_gemm import _sfa_mn_major as sfa_mn_major
-from tirx_kernels.deepgemm.fp8_gemm import compiled_fp8_gemm_nt, fp8_gemm_nt
+from tirx_kernels.deepgemm.fp8_gemm import (
+    compiled_fp8_gemm_nt,
+    compiled_gemm_1d2d,
+    fp8_gemm_nt,
+    no_index,
+)
 
 KERNEL_META = {
     "name": "deepgemm_fp8_gemm_nt",
@@ -141,6 +146,17 @@ def scaled_mm_scales(sfa, sfb):
     return scale_a, sfb.contiguous().t()
 
 
+def scaled_mm_padded_b_scales(sfb):
+    """``scale_b`` as torch's meta function for the recipe describes it: (L4, N/128) with
+    stride (1, L4), L4 = K/128 rounded up to 4 (zero rows appended); the same tensor as
+    :func:`scaled_mm_scales`' when K/128 % 4 == 0 (every DeepSeek-V3 K)."""
+    nb, kb = sfb.shape
+    l4 = -(-kb // 4) * 4
+    padded = torch.zeros((nb, l4), dtype=torch.float32, device=sfb.device)
+    padded[:, :kb] = sfb
+    return padded.t()
+
+
 def _build_scaled_mm(aq, sfa, bq, sfb):
     """torch's blockwise ``F.scaled_mm`` (1x128 x 128x128) launch, checked against the
     dequantized product; raises (recorded as the reference's error) where torch lacks it."""
@@ -149,29 +165,53 @@ def _build_scaled_mm(aq, sfa, bq, sfb):
     if not hasattr(F, "scaled_mm") or scaling is None or not hasattr(scaling, "BlockWise1x128"):
         raise RuntimeError(f"torch {torch.__version__} has no blockwise F.scaled_mm")
     scale_a, scale_b = scaled_mm_scales(sfa, sfb)
+    want = reference(aq, sfa, bq, sfb)
+    errors = []
+    # ATen's check (ScaledBlas.cpp) first; the meta function's K/128-padded B scales where
+    # they differ (K/128 % 4 != 0)
+    layouts = [scale_b]
+    if sfb.shape[1] % 4:
+        layouts.append(scaled_mm_padded_b_scales(sfb))
+    for sb in layouts:
 
-    def call():
-        return F.scaled_mm(
-            aq,
-            bq.t(),
-            scale_a,
-            scaling.BlockWise1x128,
-            scale_b,
-            scaling.BlockWise128x128,
-            output_dtype=torch.bfloat16,
-        )
+        def call(sb=sb):
+            return F.scaled_mm(
+                aq,
+                bq.t(),
+                scale_a,
+                scaling.BlockWise1x128,
+                sb,
+                scaling.BlockWise128x128,
+                output_dtype=torch.bfloat16,
+            )
 
-    diff = calc_diff(call(), reference(aq, sfa, bq, sfb))
-    if not diff <= 1e-3:
-        raise RuntimeError(f"F.scaled_mm blockwise: calc_diff {diff:.3g} > 1e-3")
-    return call
+        try:
+            diff = calc_diff(call(), want)
+        except Exception as err:  # noqa: BLE001 - recorded, the next layout is tried
+            errors.append(f"scale_b {tuple(sb.shape)}: {str(err).splitlines()[0]}")
+            continue
+        if diff <= 1e-3:
+            return call
+        errors.append(f"scale_b {tuple(sb.shape)}: calc_diff {diff:.3g} > 1e-3")
+    raise RuntimeError("F.scaled_mm blockwise: " + "; ".join(errors))
 
 
 def run_bench(M, N, K, **options):
     """Kernel time (us) of ours (the selected schedule), the basic schedule (``tirx_basic``),
+    the prefetch schedule without multicast where it multicasts (``tirx_no_multicast``),
     ``deep_gemm.fp8_gemm_nt`` and torch ``F.scaled_mm``."""
     aq, sfa, bq, sfb, d = prepare_data(M, N, K)
     references = {}
+    bm, bn, cluster = pick_layout(M, N, K, num_sms(), multicast())
+    if schedule() != "basic" and cluster > 1:
+
+        def build_no_multicast():
+            kernel = compiled_gemm_1d2d("normal", N, K, bm, bn)
+            out = torch.empty_like(d)
+            args = (aq, bq, sfa_mn_major(sfa), sfb, out, no_index(aq.device))
+            return lambda: kernel(*args)
+
+        references["tirx_no_multicast"] = build_no_multicast
     if schedule() != "basic":
 
         def build_basic():
