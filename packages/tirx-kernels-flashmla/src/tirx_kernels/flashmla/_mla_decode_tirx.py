@@ -132,21 +132,10 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
         # device-side guards (no host check of values): requests clamped to [0, B), blocks to
         # the block table's width, splits to the accumulators (see _load_page for pages)
         for req in T.serial(T.max(begin_req, 0), T.min(end_req, B - 1) + 1):
-            seqlen = SEQ[req]
-            nblk = T.min((seqlen + PAGE - 1) // PAGE, MAXB)
-            lo = T.max(T.if_then_else(req == begin_req, META[part, 2], 0), 0)
-            hi = T.min(T.if_then_else(req == end_req, META[part, 3], nblk), nblk)
-            split = NSPL[req] + T.if_then_else(req == begin_req, META[part, 4], 0)
-            for h in T.unroll(2):
-                m[h] = T.float32(-math.inf)
-                lsum[h] = T.float32(0)
-                row = T.min(mt * BM + r0 + 8 * h, R - 1)
-                if T.constexpr(causal):
-                    lim[h] = seqlen - s_q + 1 + row // h_q
-                else:
-                    lim[h] = seqlen
-            for i in T.unroll(128):
-                acc_o[i] = T.float32(0)
+            seqlen, lo, hi, split = _request_blocks(
+                SEQ, META, NSPL, MAXB, part, req, begin_req, end_req
+            )
+            _reset_rows(m, lsum, lim, acc_o, mt, r0, seqlen, R, s_q, h_q, causal)
             T.cuda.cta_sync()  # the previous request's wgmmas no longer read shared memory
             if lo < hi:
                 _load_q(Q, req, mt, base, tid, R)
@@ -166,7 +155,7 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
                 dq = dsl.descriptor(_DESC_K, base)
                 dk = dsl.descriptor(_DESC_K, kaddr)
                 dsl.wgmma_fence()
-                _qk(mma_s, acc_s, dq, dk)
+                _qk(mma_s, acc_s, BM // 2, dq, dk)
                 dsl.wgmma_commit()
                 dsl.wgmma_wait(0)
                 # mask (tokens past the limit, pages outside the cache), online softmax (log2)
@@ -188,17 +177,7 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
                         for e in T.unroll(2):
                             mx = T.max(mx, acc_s[4 * j + 2 * h + e])
                     mx = T.cuda.warp_max(mx, 4)
-                    # a row with nothing valid yet keeps exp2 finite: subtract 0 instead of -inf
-                    safe = T.if_then_else(mx == T.float32(-math.inf), T.float32(0), mx)
-                    corr[h] = T.exp2(m[h] - safe)
-                    m[h] = mx
-                    rs = T.local_scalar(f32)
-                    rs = T.float32(0)
-                    for j in T.unroll(BM // 8):
-                        for e in T.unroll(2):
-                            acc_s[4 * j + 2 * h + e] = T.exp2(acc_s[4 * j + 2 * h + e] - safe)
-                            rs = rs + acc_s[4 * j + 2 * h + e]
-                    lsum[h] = lsum[h] * corr[h] + T.cuda.warp_sum(rs, 4)
+                    _softmax_step(acc_s, BM, h, mx, m, lsum, corr)
                 for i in T.unroll(128):
                     acc_o[i] = acc_o[i] * corr[(i // 2) % 2]
                 # P as the A fragments of 4 k16 steps: the accumulator layout (a_coord)
@@ -210,36 +189,22 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
                 dsl.wgmma_commit()
                 dsl.wgmma_wait(0)
             # epilogue: O / l and lse of this (request, split)
-            for h in T.unroll(2):
-                row = mt * BM + r0 + 8 * h
-                if T.And(row < R, T.And(split >= 0, split < TOT)):
-                    empty = lsum[h] == T.float32(0)
-                    inv = T.if_then_else(empty, T.float32(0), T.float32(1) / lsum[h])
-                    for j in T.unroll(32):
-                        for e in T.unroll(2):
-                            OACC[split, row, wg * 256 + 8 * j + c0 + e] = (
-                                acc_o[4 * j + 2 * h + e] * inv
-                            )
-                    if wg == 0:
-                        if lane % 4 == 0:
-                            LACC[split, row] = T.if_then_else(
-                                empty,
-                                T.float32(-math.inf),
-                                m[h] * T.float32(LN2) + T.log(lsum[h]),
-                            )
+            _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT)
 
     return mla_decode
 
 
-def _qk(op, acc, dq, dk):
-    """acc (64 x 64) = Q K^T over d = 576: 36 k16 wgmmas, SS, both K-major (Python-unrolled)."""
+def _qk(op, acc, acc_len, dq, dk):
+    """acc (64 x n, ``acc_len`` = n / 2 per thread) = Q K^T over d = 576: 36 k16 wgmmas, SS,
+    both K-major (Python-unrolled)."""
     for k in range(D_QK // 16):
-        _mma_ss(op, acc, dq + T.uint64(_S_STEPS[k] >> 4), dk + T.uint64(_S_STEPS[k] >> 4), k > 0)
+        step = T.uint64(_S_STEPS[k] >> 4)
+        _mma_ss(op, acc, acc_len, dq + step, dk + step, k > 0)
 
 
 @T.inline
-def _mma_ss(op, acc, da, db, accumulate):
-    op(*[acc[i] for i in range(BM // 2)], da, db, T.ptx.pred(accumulate), 1, 1, 0, 0)
+def _mma_ss(op, acc, acc_len, da, db, accumulate):
+    op(*[acc[i] for i in range(acc_len)], da, db, T.ptx.pred(accumulate), 1, 1, 0, 0)
 
 
 def _pv(op, acc, pa, dv):
@@ -262,6 +227,75 @@ def _mma_rs(op, acc, pa, q, db):
         1,
         1,
     )
+
+
+@T.inline
+def _request_blocks(SEQ, META, NSPL, MAXB, part, req, begin_req, end_req):
+    """(seqlen, lo, hi, split) of request ``req`` in scheduler part ``part``: its length, the
+    block range ``[lo, hi)`` the part computes and the split it writes; blocks clamped to the
+    block table's width (a device-side guard)."""
+    seqlen = SEQ[req]
+    nblk = T.min((seqlen + PAGE - 1) // PAGE, MAXB)
+    lo = T.max(T.if_then_else(req == begin_req, META[part, 2], 0), 0)
+    hi = T.min(T.if_then_else(req == end_req, META[part, 3], nblk), nblk)
+    split = NSPL[req] + T.if_then_else(req == begin_req, META[part, 4], 0)
+    return seqlen, lo, hi, split
+
+
+@T.inline
+def _reset_rows(m, lsum, lim, acc_o, mt, r0, seqlen, R, s_q, h_q, causal):
+    """Start the online softmax of this thread's two rows: max -inf, sum 0, O 0, and the
+    token limit of each row (``seqlen``, or its causal diagonal)."""
+    for h in T.unroll(2):
+        m[h] = T.float32(-math.inf)
+        lsum[h] = T.float32(0)
+        row = T.min(mt * BM + r0 + 8 * h, R - 1)
+        if T.constexpr(causal):
+            lim[h] = seqlen - s_q + 1 + row // h_q
+        else:
+            lim[h] = seqlen
+    for i in T.unroll(128):
+        acc_o[i] = T.float32(0)
+
+
+@T.inline
+def _softmax_step(acc_s, tokens, h, mx, m, lsum, corr):
+    """Row half ``h`` of the online softmax over ``tokens`` columns of S (log2 units) with
+    the new running max ``mx``: ``corr[h]`` the rescale of the old sum and O, S -> P =
+    exp2(S - mx) in place, ``lsum[h]`` rescaled plus the row sum of P."""
+    # a row with nothing valid yet keeps exp2 finite: subtract 0 instead of -inf
+    safe = T.if_then_else(mx == T.float32(-math.inf), T.float32(0), mx)
+    corr[h] = T.exp2(m[h] - safe)
+    m[h] = mx
+    rs = T.local_scalar("float32")
+    rs = T.float32(0)
+    for j in T.unroll(tokens // 8):
+        for e in T.unroll(2):
+            acc_s[4 * j + 2 * h + e] = T.exp2(acc_s[4 * j + 2 * h + e] - safe)
+            rs = rs + acc_s[4 * j + 2 * h + e]
+    lsum[h] = lsum[h] * corr[h] + T.cuda.warp_sum(rs, 4)
+
+
+@T.inline
+def _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT):
+    """O / l of this thread's rows (its warpgroup's 256 columns) and their lse (natural log)
+    into ``OACC[split]`` / ``LACC[split]``; rows past R and splits outside the accumulators
+    are not stored (a device-side guard)."""
+    for h in T.unroll(2):
+        row = mt * BM + r0 + 8 * h
+        if T.And(row < R, T.And(split >= 0, split < TOT)):
+            empty = lsum[h] == T.float32(0)
+            inv = T.if_then_else(empty, T.float32(0), T.float32(1) / lsum[h])
+            for j in T.unroll(32):
+                for e in T.unroll(2):
+                    OACC[split, row, wg * 256 + 8 * j + c0 + e] = acc_o[4 * j + 2 * h + e] * inv
+            if wg == 0:
+                if lane % 4 == 0:
+                    LACC[split, row] = T.if_then_else(
+                        empty,
+                        T.float32(-math.inf),
+                        m[h] * T.float32(LN2) + T.log(lsum[h]),
+                    )
 
 
 def _swz(row, chunk):

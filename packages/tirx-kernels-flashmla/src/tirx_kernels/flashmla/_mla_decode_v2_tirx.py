@@ -51,12 +51,10 @@ from ._mla_decode_tirx import (
     _CVT,
     _DESC_K,
     _DESC_V,
-    _S_STEPS,
     _V_HALF,
     BM,
     D_QK,
     D_V,
-    LN2,
     META_INTS,
     PAGE,
     STAGES,
@@ -64,6 +62,12 @@ from ._mla_decode_tirx import (
     TILE_BYTES,
     _load_page,
     _load_q,
+    _mma_rs,
+    _qk,
+    _request_blocks,
+    _reset_rows,
+    _softmax_step,
+    _store_split,
     check_static,
     page_ok,
 )
@@ -146,21 +150,10 @@ def _make(dtype, h_q, s_q, causal, early_load):
         end_req = META[part, 1]
         # device-side guards as v1: requests, blocks, splits clamped; bad pages masked
         for req in T.serial(T.max(begin_req, 0), T.min(end_req, B - 1) + 1):
-            seqlen = SEQ[req]
-            nblk = T.min((seqlen + PAGE - 1) // PAGE, MAXB)
-            lo = T.max(T.if_then_else(req == begin_req, META[part, 2], 0), 0)
-            hi = T.min(T.if_then_else(req == end_req, META[part, 3], nblk), nblk)
-            split = NSPL[req] + T.if_then_else(req == begin_req, META[part, 4], 0)
-            for h in T.unroll(2):
-                m[h] = T.float32(-math.inf)
-                lsum[h] = T.float32(0)
-                row = T.min(mt * BM + r0 + 8 * h, R - 1)
-                if T.constexpr(causal):
-                    lim[h] = seqlen - s_q + 1 + row // h_q
-                else:
-                    lim[h] = seqlen
-            for i in T.unroll(128):
-                acc_o[i] = T.float32(0)
+            seqlen, lo, hi, split = _request_blocks(
+                SEQ, META, NSPL, MAXB, part, req, begin_req, end_req
+            )
+            _reset_rows(m, lsum, lim, acc_o, mt, r0, seqlen, R, s_q, h_q, causal)
             T.cuda.cta_sync()  # the previous request's wgmmas and exchanges are done
             if lo < hi:
                 _load_q(Q, req, mt, base, tid, R)
@@ -193,7 +186,7 @@ def _make(dtype, h_q, s_q, causal, early_load):
                 dq = dsl.descriptor(_DESC_K, base)
                 dk = dsl.descriptor(_DESC_K, kaddr + T.cast(wg * HALF_BYTES, "uint32"))
                 dsl.wgmma_fence()
-                _qk_half(mma_s, acc_s, dq, dk)
+                _qk(mma_s, acc_s, HALF_N // 2, dq, dk)
                 dsl.wgmma_commit()
                 dsl.wgmma_wait(0)
                 # 2. mask (token limit, bad pages), scale, row max shared with the other half
@@ -223,17 +216,7 @@ def _make(dtype, h_q, s_q, causal, early_load):
                 for h in T.unroll(2):
                     mx = T.local_scalar(f32)
                     mx = T.max(corr[h], xch[(1 - wg) * BM + r0 + 8 * h])
-                    # a row with nothing valid yet keeps exp2 finite: subtract 0 instead of -inf
-                    safe = T.if_then_else(mx == T.float32(-math.inf), T.float32(0), mx)
-                    corr[h] = T.exp2(m[h] - safe)
-                    m[h] = mx
-                    rs = T.local_scalar(f32)
-                    rs = T.float32(0)
-                    for j in T.unroll(HALF_N // 8):
-                        for e in T.unroll(2):
-                            acc_s[4 * j + 2 * h + e] = T.exp2(acc_s[4 * j + 2 * h + e] - safe)
-                            rs = rs + acc_s[4 * j + 2 * h + e]
-                    lsum[h] = lsum[h] * corr[h] + T.cuda.warp_sum(rs, 4)
+                    _softmax_step(acc_s, HALF_N, h, mx, m, lsum, corr)
                 for i in T.unroll(128):
                     acc_o[i] = acc_o[i] * corr[(i // 2) % 2]
                 # 4. P_w as A fragments (a_coord) and into the shared P tile (K-major, 128B)
@@ -259,36 +242,9 @@ def _make(dtype, h_q, s_q, causal, early_load):
             T.cuda.cta_sync()
             for h in T.unroll(2):
                 lsum[h] = lsum[h] + xch[(1 - wg) * BM + r0 + 8 * h]
-            for h in T.unroll(2):
-                row = mt * BM + r0 + 8 * h
-                if T.And(row < R, T.And(split >= 0, split < TOT)):
-                    empty = lsum[h] == T.float32(0)
-                    inv = T.if_then_else(empty, T.float32(0), T.float32(1) / lsum[h])
-                    for j in T.unroll(32):
-                        for e in T.unroll(2):
-                            OACC[split, row, wg * 256 + 8 * j + c0 + e] = (
-                                acc_o[4 * j + 2 * h + e] * inv
-                            )
-                    if wg == 0:
-                        if lane % 4 == 0:
-                            LACC[split, row] = T.if_then_else(
-                                empty,
-                                T.float32(-math.inf),
-                                m[h] * T.float32(LN2) + T.log(lsum[h]),
-                            )
+            _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT)
 
     return mla_decode_v2
-
-
-def _qk_half(op, acc, dq, dk):
-    """acc (64 x 32) = Q K_half^T over d = 576: 36 k16 wgmmas, SS, both K-major."""
-    for k in range(D_QK // 16):
-        _mma_ss(op, acc, dq + T.uint64(_S_STEPS[k] >> 4), dk + T.uint64(_S_STEPS[k] >> 4), k > 0)
-
-
-@T.inline
-def _mma_ss(op, acc, da, db, accumulate):
-    op(*[acc[i] for i in range(HALF_N // 2)], da, db, T.ptx.pred(accumulate), 1, 1, 0, 0)
 
 
 def _pv_split(op, acc, pa, dv, dp, wg):
@@ -308,22 +264,6 @@ def _pv_split(op, acc, pa, dv, dp, wg):
             dp + T.cast((kk * 32) >> 4, "uint64"),
             dv + T.cast((kk * 16 * 128) >> 4, "uint64"),
         )
-
-
-@T.inline
-def _mma_rs(op, acc, pa, q, db):
-    op(
-        *[acc[i] for i in range(128)],
-        pa[q],
-        pa[q + 1],
-        pa[q + 2],
-        pa[q + 3],
-        db,
-        T.ptx.pred(True),
-        1,
-        1,
-        1,
-    )
 
 
 @T.inline
