@@ -77,13 +77,77 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
     """Split-KV decode PrimFunc for one (dtype, h_q, s_q, causal); batch, page count, table
     width, scheduler parts and split count are dynamic; the softmax scale is an argument."""
     check_static(dtype, h_q, s_q)
+    cvt, mma_s, mma_o = wgmma_ops(dtype, BM)
+
+    @T.inline
+    def alloc_tiles():
+        arena = T.alloc_shared((SMEM // 2,), dtype, scope="shared.dyn", align=1024)
+        base = dsl.smem_addr(arena)
+        acc_s = T.alloc_local((BM // 2,), "float32")
+        acc_o = T.alloc_local((128,), "float32")
+        pa = T.alloc_local((BM // 4,), "uint32")
+        return base, acc_o, (acc_s, pa)
+
+    @T.inline
+    def block_step(KC, BT, NT, scale_log2, req, blk, hi, seqlen, stage, thread, rows, base, tiles):
+        tid, wg, lane, r0, c0 = thread
+        m, lsum, corr, lim, acc_o = rows
+        acc_s, pa = tiles
+        T.ptx["cp.async.wait_group"](0)
+        T.ptx.fence.proxy.async_.shared__cta()  # cp.async writes -> wgmma reads
+        T.cuda.cta_sync()
+        if blk + 1 < hi:
+            nxt = base + T.cast(TILE_BYTES * (1 + (1 - stage)), "uint32")
+            _load_page(KC, BT, req, blk + 1, seqlen, NT, nxt, tid)
+            T.ptx.cp.async_.commit_group()
+        kaddr = base + T.cast(TILE_BYTES * (1 + stage), "uint32")
+        # S = Q K^T (64 x 64), both warpgroups
+        dq = dsl.descriptor(_DESC_K, base)
+        dk = dsl.descriptor(_DESC_K, kaddr)
+        dsl.wgmma_fence()
+        _qk(mma_s, acc_s, BM // 2, dq, dk)
+        dsl.wgmma_commit()
+        dsl.wgmma_wait(0)
+        # mask (tokens past the limit, pages outside the cache), online softmax (log2)
+        _mask_scores(acc_s, BM, blk * PAGE, BT[req, blk], NT, lim, c0, scale_log2)
+        for h in T.unroll(2):
+            mx = T.local_scalar("float32")
+            mx = m[h]
+            for j in T.unroll(BM // 8):
+                for e in T.unroll(2):
+                    mx = T.max(mx, acc_s[4 * j + 2 * h + e])
+            mx = T.cuda.warp_max(mx, 4)
+            _softmax_step(acc_s, BM, h, mx, m, lsum, corr)
+        for i in T.unroll(128):
+            acc_o[i] = acc_o[i] * corr[(i // 2) % 2]
+        # P as the A fragments of 4 k16 steps: the accumulator layout (a_coord)
+        for q in T.unroll(BM // 4):
+            cvt(pa[q], acc_s[2 * q + 1], acc_s[2 * q])
+        dv = dsl.descriptor(_DESC_V, kaddr + T.cast(wg * _V_HALF, "uint32"))
+        dsl.wgmma_fence()
+        _pv(mma_o, acc_o, pa, dv)
+        dsl.wgmma_commit()
+        dsl.wgmma_wait(0)
+
+    return split_kv_kernel(
+        "mla_decode", dtype, h_q, s_q, causal, SMEM, alloc_tiles, block_step, _no_request_end
+    )
+
+
+def split_kv_kernel(name, dtype, h_q, s_q, causal, smem, alloc_tiles, block_step, request_end):
+    """The split-KV decode PrimFunc ``name`` (``smem`` bytes of dynamic shared memory): what
+    every variant shares -- the signature (batch, page count, table width, scheduler parts
+    and split count dynamic; the softmax scale an argument), the grid, the walk over the
+    requests and blocks ``META[part]`` assigns (clamped: device-side guards), the online
+    softmax state of a thread's two rows, the start of a request (Q and its first page in
+    flight) and the epilogue. The variant's ``T.inline`` helpers emit the rest:
+    ``alloc_tiles()`` -> ``(base, acc_o, tiles)`` (the shared arena's address, the O
+    accumulator and its own buffers), ``block_step(...)`` one 64-token block (the wait for
+    its page, the next page's load, S, softmax, P V) and ``request_end(thread, rows, tiles)``
+    what comes before a request's epilogue."""
+    causal = bool(causal) and s_q > 1
     R = s_q * h_q
     mtiles = -(-R // BM)
-    causal = bool(causal) and s_q > 1
-    ab = _AB[dtype]
-    cvt = getattr(T.ptx.cvt.rn, _CVT[dtype]).f32
-    mma_s = getattr(getattr(T.ptx.wgmma.mma_async.sync.aligned.m64n64k16.f32, ab), ab)
-    mma_o = getattr(getattr(T.ptx.wgmma.mma_async.sync.aligned.m64n256k16.f32, ab), ab)
     B = T.dynamic("B")
     B1 = T.dynamic("B1")
     NT = T.dynamic("NT", "int64")
@@ -106,7 +170,7 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
     ):
         T.func_attr({"tirx.noalias": True})
         T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=(P, mtiles), block=THREADS, dynamic_smem_bytes=SMEM),
+            launch=T.cuda.LaunchConfig(grid=(P, mtiles), block=THREADS, dynamic_smem_bytes=smem),
             kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
         )
         tid = T.cuda.thread_idx("x")
@@ -115,11 +179,7 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
         lane = tid % 32
         part = T.cuda.block_idx("x")
         mt = T.cuda.block_idx("y")
-        arena = T.alloc_shared((SMEM // 2,), dtype, scope="shared.dyn", align=1024)
-        base = dsl.smem_addr(arena)
-        acc_s = T.alloc_local((BM // 2,), f32)
-        acc_o = T.alloc_local((128,), f32)
-        pa = T.alloc_local((BM // 4,), "uint32")
+        base, acc_o, tiles = alloc_tiles()
         m = T.alloc_local((2,), f32)
         lsum = T.alloc_local((2,), f32)
         corr = T.alloc_local((2,), f32)
@@ -136,62 +196,38 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
                 SEQ, META, NSPL, MAXB, part, req, begin_req, end_req
             )
             _reset_rows(m, lsum, lim, acc_o, mt, r0, seqlen, R, s_q, h_q, causal)
-            T.cuda.cta_sync()  # the previous request's wgmmas no longer read shared memory
+            T.cuda.cta_sync()  # the previous request's wgmmas (and exchanges) are done
             if lo < hi:
                 _load_q(Q, req, mt, base, tid, R)
                 _load_page(KC, BT, req, lo, seqlen, NT, base + T.uint32(TILE_BYTES), tid)
                 T.ptx.cp.async_.commit_group()
             for blk in T.serial(lo, hi):
                 stage = (blk - lo) % STAGES
-                T.ptx["cp.async.wait_group"](0)
-                T.ptx.fence.proxy.async_.shared__cta()  # cp.async writes -> wgmma reads
-                T.cuda.cta_sync()
-                if blk + 1 < hi:
-                    nxt = base + T.cast(TILE_BYTES * (1 + (1 - stage)), "uint32")
-                    _load_page(KC, BT, req, blk + 1, seqlen, NT, nxt, tid)
-                    T.ptx.cp.async_.commit_group()
-                kaddr = base + T.cast(TILE_BYTES * (1 + stage), "uint32")
-                # S = Q K^T (64 x 64), both warpgroups
-                dq = dsl.descriptor(_DESC_K, base)
-                dk = dsl.descriptor(_DESC_K, kaddr)
-                dsl.wgmma_fence()
-                _qk(mma_s, acc_s, BM // 2, dq, dk)
-                dsl.wgmma_commit()
-                dsl.wgmma_wait(0)
-                # mask (tokens past the limit, pages outside the cache), online softmax (log2)
-                pok = page_ok(BT[req, blk], NT)
-                for h in T.unroll(2):
-                    for j in T.unroll(BM // 8):
-                        for e in T.unroll(2):
-                            i = 4 * j + 2 * h + e
-                            tok = blk * PAGE + 8 * j + c0 + e
-                            acc_s[i] = T.if_then_else(
-                                T.And(pok, tok < lim[h]),
-                                acc_s[i] * scale_log2,
-                                T.float32(-math.inf),
-                            )
-                for h in T.unroll(2):
-                    mx = T.local_scalar(f32)
-                    mx = m[h]
-                    for j in T.unroll(BM // 8):
-                        for e in T.unroll(2):
-                            mx = T.max(mx, acc_s[4 * j + 2 * h + e])
-                    mx = T.cuda.warp_max(mx, 4)
-                    _softmax_step(acc_s, BM, h, mx, m, lsum, corr)
-                for i in T.unroll(128):
-                    acc_o[i] = acc_o[i] * corr[(i // 2) % 2]
-                # P as the A fragments of 4 k16 steps: the accumulator layout (a_coord)
-                for q in T.unroll(BM // 4):
-                    cvt(pa[q], acc_s[2 * q + 1], acc_s[2 * q])
-                dv = dsl.descriptor(_DESC_V, kaddr + T.cast(wg * _V_HALF, "uint32"))
-                dsl.wgmma_fence()
-                _pv(mma_o, acc_o, pa, dv)
-                dsl.wgmma_commit()
-                dsl.wgmma_wait(0)
+                block_step(
+                    KC,
+                    BT,
+                    NT,
+                    scale_log2,
+                    req,
+                    blk,
+                    hi,
+                    seqlen,
+                    stage,
+                    (tid, wg, lane, r0, c0),
+                    (m, lsum, corr, lim, acc_o),
+                    base,
+                    tiles,
+                )
+            request_end((tid, wg, lane, r0, c0), (m, lsum, corr, lim, acc_o), tiles)
             # epilogue: O / l and lse of this (request, split)
             _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT)
 
-    return mla_decode
+    return mla_decode.with_attr("global_symbol", name)
+
+
+@T.inline
+def _no_request_end(thread, rows, tiles):
+    """v1 has nothing to do before a request's epilogue."""
 
 
 def _qk(op, acc, acc_len, dq, dk):
@@ -227,6 +263,35 @@ def _mma_rs(op, acc, pa, q, db):
         1,
         1,
     )
+
+
+def wgmma_ops(dtype, s_tokens):
+    """(cvt, mma_s, mma_o) of a split-KV kernel: the fp32 -> ``dtype`` pair conversion, the
+    wgmma of ``S = Q K^T`` (64 x ``s_tokens``) and the one of ``O += P V`` (64 x 256)."""
+    ab = _AB[dtype]
+    cvt = getattr(T.ptx.cvt.rn, _CVT[dtype]).f32
+    aligned = T.ptx.wgmma.mma_async.sync.aligned
+    mma_s = getattr(getattr(getattr(aligned, f"m64n{s_tokens}k16").f32, ab), ab)
+    mma_o = getattr(getattr(aligned.m64n256k16.f32, ab), ab)
+    return cvt, mma_s, mma_o
+
+
+@T.inline
+def _mask_scores(acc_s, tokens, first_token, entry, NT, lim, c0, scale_log2):
+    """This thread's S scores of ``tokens`` columns (the first: token ``first_token``) in log2
+    units, -inf past each row's limit ``lim`` and everywhere when the block-table ``entry``
+    of the page is outside the cache (``NT`` rows)."""
+    pok = page_ok(entry, NT)
+    for h in T.unroll(2):
+        for j in T.unroll(tokens // 8):
+            for e in T.unroll(2):
+                i = 4 * j + 2 * h + e
+                tok = first_token + 8 * j + c0 + e
+                acc_s[i] = T.if_then_else(
+                    T.And(pok, tok < lim[h]),
+                    acc_s[i] * scale_log2,
+                    T.float32(-math.inf),
+                )
 
 
 @T.inline
@@ -368,7 +433,7 @@ def make_combine(dtype="bfloat16", h_q=128, s_q=1):
         b = T.cuda.block_idx("y")
         first = T.min(T.max(NSPL[b], 0), TOT)  # device-side guard: splits of OACC only
         last = T.min(T.max(NSPL[b + 1], first), TOT)
-        mx = T.local_scalar(f32)
+        mx = T.local_scalar("float32")
         mx = T.float32(-math.inf)
         for s in T.serial(first, last):
             mx = T.max(mx, LACC[s, r])
