@@ -110,14 +110,7 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
         dsl.wgmma_wait(0)
         # mask (tokens past the limit, pages outside the cache), online softmax (log2)
         _mask_scores(acc_s, BM, blk * PAGE, BT[req, blk], NT, lim, c0, scale_log2)
-        for h in T.unroll(2):
-            mx = T.local_scalar("float32")
-            mx = m[h]
-            for j in T.unroll(BM // 8):
-                for e in T.unroll(2):
-                    mx = T.max(mx, acc_s[4 * j + 2 * h + e])
-            mx = T.cuda.warp_max(mx, 4)
-            _softmax_step(acc_s, BM, h, mx, m, lsum, corr)
+        _row_maxima(acc_s, BM, m, functools.partial(_softmax_step, acc_s, BM, m, lsum, corr))
         for i in T.unroll(128):
             acc_o[i] = acc_o[i] * corr[(i // 2) % 2]
         # P as the A fragments of 4 k16 steps: the accumulator layout (a_coord)
@@ -324,7 +317,21 @@ def _reset_rows(m, lsum, lim, acc_o, mt, r0, seqlen, R, s_q, h_q, causal):
 
 
 @T.inline
-def _softmax_step(acc_s, tokens, h, mx, m, lsum, corr):
+def _row_maxima(acc_s, tokens, m, new_max):
+    """For each row half ``h`` of this thread: the running max ``mx`` of ``m[h]`` and the
+    quad's scores of ``tokens`` columns of S, handed to ``new_max(h, mx)``."""
+    for h in T.unroll(2):
+        mx = T.local_scalar("float32")
+        mx = m[h]
+        for j in T.unroll(tokens // 8):
+            for e in T.unroll(2):
+                mx = T.max(mx, acc_s[4 * j + 2 * h + e])
+        mx = T.cuda.warp_max(mx, 4)
+        new_max(h, mx)
+
+
+@T.inline
+def _softmax_step(acc_s, tokens, m, lsum, corr, h, mx):
     """Row half ``h`` of the online softmax over ``tokens`` columns of S (log2 units) with
     the new running max ``mx``: ``corr[h]`` the rescale of the old sum and O, S -> P =
     exp2(S - mx) in place, ``lsum[h]`` rescaled plus the row sum of P."""

@@ -57,6 +57,7 @@ from ._mla_decode_tirx import (
     _mask_scores,
     _mma_rs,
     _qk,
+    _row_maxima,
     _softmax_step,
     check_static,
     split_kv_kernel,
@@ -133,22 +134,14 @@ def _make(dtype, h_q, s_q, causal, early_load):
         dsl.wgmma_wait(0)
         # 2. mask (token limit, bad pages), scale, row max shared with the other half
         _mask_scores(acc_s, HALF_N, blk * PAGE + wg * HALF_N, BT[req, blk], NT, lim, c0, scale_log2)
-        for h in T.unroll(2):
-            mx = T.local_scalar("float32")
-            mx = m[h]
-            for j in T.unroll(HALF_N // 8):
-                for e in T.unroll(2):
-                    mx = T.max(mx, acc_s[4 * j + 2 * h + e])
-            mx = T.cuda.warp_max(mx, 4)
-            corr[h] = mx  # this half's max, until the other half's is known
-            if lane % 4 == 0:
-                xch[wg * BM + r0 + 8 * h] = mx
+        half_max = functools.partial(_share_half_max, corr, xch, wg, lane, r0)
+        _row_maxima(acc_s, HALF_N, m, half_max)
         T.cuda.cta_sync()
         # 3. P_w = exp2(S_w - m), partial row sums, O rescaled
         for h in T.unroll(2):
             mx = T.local_scalar("float32")
             mx = T.max(corr[h], xch[(1 - wg) * BM + r0 + 8 * h])
-            _softmax_step(acc_s, HALF_N, h, mx, m, lsum, corr)
+            _softmax_step(acc_s, HALF_N, m, lsum, corr, h, mx)
         for i in T.unroll(128):
             acc_o[i] = acc_o[i] * corr[(i // 2) % 2]
         # 4. P_w as A fragments (a_coord) and into the shared P tile (K-major, 128B)
@@ -184,6 +177,15 @@ def _make(dtype, h_q, s_q, causal, early_load):
     return split_kv_kernel(
         "mla_decode_v2", dtype, h_q, s_q, causal, SMEM, alloc_tiles, block_step, request_end
     )
+
+
+@T.inline
+def _share_half_max(corr, xch, wg, lane, r0, h, mx):
+    """Keep this half's row max ``mx`` in ``corr[h]`` until the other half's is known, and
+    hand it to the other warpgroup through ``xch``."""
+    corr[h] = mx
+    if lane % 4 == 0:
+        xch[wg * BM + r0 + 8 * h] = mx
 
 
 def _pv_split(op, acc, pa, dv, dp, wg):
