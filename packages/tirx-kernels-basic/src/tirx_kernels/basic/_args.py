@@ -28,6 +28,22 @@ def dtype_name(fn: str, name: str, t: torch.Tensor) -> str:
     return dtype
 
 
+def matrix_dtype_name(fn: str, a: torch.Tensor, b: torch.Tensor) -> str:
+    """The dtype name of the 2-D ``a`` (M, K) of a matrix product whose ``b`` has a's dtype
+    (``b``'s shape is the caller's check)."""
+    dtype = dtype_name(fn, "a", a)
+    if b.dtype != a.dtype:
+        raise ValueError(
+            f"{fn}: b must have a's dtype {a.dtype}, got {b.dtype}; cast it with b.to(a.dtype)"
+        )
+    if a.dim() != 2:
+        raise ValueError(
+            f"{fn}: a must be 2-D (M, K), got shape {tuple(a.shape)}; "
+            "flatten it with a.view(-1, a.shape[-1])"
+        )
+    return dtype
+
+
 def check_tensors(fn: str, **tensors: torch.Tensor) -> None:
     """:func:`check_memory` of each named tensor, on the device of the first one."""
     device = next(iter(tensors.values())).get_device()

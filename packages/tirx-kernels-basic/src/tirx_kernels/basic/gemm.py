@@ -29,7 +29,7 @@ from tirx_kernels.core import toolchain
 from tirx_kernels.core.args import check_memory
 from tirx_kernels.core.ops import public_op
 
-from ._args import DTYPE_NAMES, dtype_name
+from ._args import DTYPE_NAMES, matrix_dtype_name
 from ._gemm_schedule import TileConfig, num_sms, pick_config
 from ._gemm_tirx import make_gemm
 
@@ -123,16 +123,7 @@ def _check(
 ) -> str:
     """The dtype name of valid arguments; ValueError naming the argument and the fix."""
     fn = "gemm"
-    dtype = dtype_name(fn, "a", a)
-    if b.dtype != a.dtype:
-        raise ValueError(
-            f"{fn}: b must have a's dtype {a.dtype}, got {b.dtype}; cast it with b.to(a.dtype)"
-        )
-    if a.dim() != 2:
-        raise ValueError(
-            f"{fn}: a must be 2-D (M, K), got shape {tuple(a.shape)}; "
-            "flatten it with a.view(-1, a.shape[-1])"
-        )
+    dtype = matrix_dtype_name(fn, a, b)
     if b.dim() != 2 or b.shape[1] != a.shape[1]:
         raise ValueError(
             f"{fn}: b must be 2-D (N, K) with a's K = {a.shape[1]} (gemm computes "

@@ -23,7 +23,7 @@ import torch
 
 from tirx_kernels.core.ops import public_op
 
-from ._args import dtype_name
+from ._args import matrix_dtype_name
 from .gemm import check_operands, gemm_config, launch_gemm
 
 __all__ = ["matmul"]
@@ -32,16 +32,7 @@ __all__ = ["matmul"]
 def _check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> str:
     """The kernel layout of valid arguments; ValueError naming the argument and the fix."""
     fn = "matmul"
-    dtype_name(fn, "a", a)
-    if b.dtype != a.dtype:
-        raise ValueError(
-            f"{fn}: b must have a's dtype {a.dtype}, got {b.dtype}; cast it with b.to(a.dtype)"
-        )
-    if a.dim() != 2:
-        raise ValueError(
-            f"{fn}: a must be 2-D (M, K), got shape {tuple(a.shape)}; "
-            "flatten it with a.view(-1, a.shape[-1])"
-        )
+    matrix_dtype_name(fn, a, b)
     if b.dim() != 2 or b.shape[0] != a.shape[1]:
         raise ValueError(
             f"{fn}: b must be 2-D (K, N) with a's K = {a.shape[1]} (matmul computes a @ b), "

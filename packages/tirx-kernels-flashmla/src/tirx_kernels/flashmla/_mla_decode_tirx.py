@@ -77,13 +77,70 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
     """Split-KV decode PrimFunc for one (dtype, h_q, s_q, causal); batch, page count, table
     width, scheduler parts and split count are dynamic; the softmax scale is an argument."""
     check_static(dtype, h_q, s_q)
+    cvt, mma_s, mma_o = wgmma_ops(dtype, BM)
+
+    @T.inline
+    def alloc_tiles():
+        arena = T.alloc_shared((SMEM // 2,), dtype, scope="shared.dyn", align=1024)
+        base = dsl.smem_addr(arena)
+        acc_s = T.alloc_local((BM // 2,), "float32")
+        acc_o = T.alloc_local((128,), "float32")
+        pa = T.alloc_local((BM // 4,), "uint32")
+        return base, acc_o, (acc_s, pa)
+
+    @T.inline
+    def block_step(KC, BT, NT, scale_log2, req, blk, hi, seqlen, stage, thread, rows, base, tiles):
+        tid, wg, lane, r0, c0 = thread
+        m, lsum, corr, lim, acc_o = rows
+        acc_s, pa = tiles
+        T.ptx["cp.async.wait_group"](0)
+        T.ptx.fence.proxy.async_.shared__cta()  # cp.async writes -> wgmma reads
+        T.cuda.cta_sync()
+        if blk + 1 < hi:
+            nxt = base + T.cast(TILE_BYTES * (1 + (1 - stage)), "uint32")
+            _load_page(KC, BT, req, blk + 1, seqlen, NT, nxt, tid)
+            T.ptx.cp.async_.commit_group()
+        kaddr = base + T.cast(TILE_BYTES * (1 + stage), "uint32")
+        # S = Q K^T (64 x 64), both warpgroups
+        dq = dsl.descriptor(_DESC_K, base)
+        dk = dsl.descriptor(_DESC_K, kaddr)
+        dsl.wgmma_fence()
+        _qk(mma_s, acc_s, BM // 2, dq, dk)
+        dsl.wgmma_commit()
+        dsl.wgmma_wait(0)
+        # mask (tokens past the limit, pages outside the cache), online softmax (log2)
+        _mask_scores(acc_s, BM, blk * PAGE, BT[req, blk], NT, lim, c0, scale_log2)
+        _row_maxima(acc_s, BM, m, functools.partial(_softmax_step, acc_s, BM, m, lsum, corr))
+        for i in T.unroll(128):
+            acc_o[i] = acc_o[i] * corr[(i // 2) % 2]
+        # P as the A fragments of 4 k16 steps: the accumulator layout (a_coord)
+        for q in T.unroll(BM // 4):
+            cvt(pa[q], acc_s[2 * q + 1], acc_s[2 * q])
+        dv = dsl.descriptor(_DESC_V, kaddr + T.cast(wg * _V_HALF, "uint32"))
+        dsl.wgmma_fence()
+        _pv(mma_o, acc_o, pa, dv)
+        dsl.wgmma_commit()
+        dsl.wgmma_wait(0)
+
+    return split_kv_kernel(
+        "mla_decode", dtype, h_q, s_q, causal, SMEM, alloc_tiles, block_step, _no_request_end
+    )
+
+
+def split_kv_kernel(name, dtype, h_q, s_q, causal, smem, alloc_tiles, block_step, request_end):
+    """The split-KV decode PrimFunc ``name`` (``smem`` bytes of dynamic shared memory): what
+    every variant shares -- the signature (batch, page count, table width, scheduler parts
+    and split count dynamic; the softmax scale an argument), the grid, the walk over the
+    requests and blocks ``META[part]`` assigns (clamped: device-side guards), the online
+    softmax state of a thread's two rows, the start of a request (Q and its first page in
+    flight) and the epilogue. The variant's ``T.inline`` helpers emit the rest:
+    ``alloc_tiles()`` -> ``(base, acc_o, tiles)`` (the shared arena's address, the O
+    accumulator and its own buffers), ``block_step(...)`` one 64-token block (the wait for
+    its page, the next page's load, S, softmax, P V) and ``request_end(thread, rows, tiles)``
+    what comes before a request's epilogue."""
+    causal = bool(causal) and s_q > 1
     R = s_q * h_q
     mtiles = -(-R // BM)
-    causal = bool(causal) and s_q > 1
-    ab = _AB[dtype]
-    cvt = getattr(T.ptx.cvt.rn, _CVT[dtype]).f32
-    mma_s = getattr(getattr(T.ptx.wgmma.mma_async.sync.aligned.m64n64k16.f32, ab), ab)
-    mma_o = getattr(getattr(T.ptx.wgmma.mma_async.sync.aligned.m64n256k16.f32, ab), ab)
     B = T.dynamic("B")
     B1 = T.dynamic("B1")
     NT = T.dynamic("NT", "int64")
@@ -106,7 +163,7 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
     ):
         T.func_attr({"tirx.noalias": True})
         T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=(P, mtiles), block=THREADS, dynamic_smem_bytes=SMEM),
+            launch=T.cuda.LaunchConfig(grid=(P, mtiles), block=THREADS, dynamic_smem_bytes=smem),
             kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
         )
         tid = T.cuda.thread_idx("x")
@@ -115,11 +172,7 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
         lane = tid % 32
         part = T.cuda.block_idx("x")
         mt = T.cuda.block_idx("y")
-        arena = T.alloc_shared((SMEM // 2,), dtype, scope="shared.dyn", align=1024)
-        base = dsl.smem_addr(arena)
-        acc_s = T.alloc_local((BM // 2,), f32)
-        acc_o = T.alloc_local((128,), f32)
-        pa = T.alloc_local((BM // 4,), "uint32")
+        base, acc_o, tiles = alloc_tiles()
         m = T.alloc_local((2,), f32)
         lsum = T.alloc_local((2,), f32)
         corr = T.alloc_local((2,), f32)
@@ -132,114 +185,55 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
         # device-side guards (no host check of values): requests clamped to [0, B), blocks to
         # the block table's width, splits to the accumulators (see _load_page for pages)
         for req in T.serial(T.max(begin_req, 0), T.min(end_req, B - 1) + 1):
-            seqlen = SEQ[req]
-            nblk = T.min((seqlen + PAGE - 1) // PAGE, MAXB)
-            lo = T.max(T.if_then_else(req == begin_req, META[part, 2], 0), 0)
-            hi = T.min(T.if_then_else(req == end_req, META[part, 3], nblk), nblk)
-            split = NSPL[req] + T.if_then_else(req == begin_req, META[part, 4], 0)
-            for h in T.unroll(2):
-                m[h] = T.float32(-math.inf)
-                lsum[h] = T.float32(0)
-                row = T.min(mt * BM + r0 + 8 * h, R - 1)
-                if T.constexpr(causal):
-                    lim[h] = seqlen - s_q + 1 + row // h_q
-                else:
-                    lim[h] = seqlen
-            for i in T.unroll(128):
-                acc_o[i] = T.float32(0)
-            T.cuda.cta_sync()  # the previous request's wgmmas no longer read shared memory
+            seqlen, lo, hi, split = _request_blocks(
+                SEQ, META, NSPL, MAXB, part, req, begin_req, end_req
+            )
+            _reset_rows(m, lsum, lim, acc_o, mt, r0, seqlen, R, s_q, h_q, causal)
+            T.cuda.cta_sync()  # the previous request's wgmmas (and exchanges) are done
             if lo < hi:
                 _load_q(Q, req, mt, base, tid, R)
                 _load_page(KC, BT, req, lo, seqlen, NT, base + T.uint32(TILE_BYTES), tid)
                 T.ptx.cp.async_.commit_group()
             for blk in T.serial(lo, hi):
                 stage = (blk - lo) % STAGES
-                T.ptx["cp.async.wait_group"](0)
-                T.ptx.fence.proxy.async_.shared__cta()  # cp.async writes -> wgmma reads
-                T.cuda.cta_sync()
-                if blk + 1 < hi:
-                    nxt = base + T.cast(TILE_BYTES * (1 + (1 - stage)), "uint32")
-                    _load_page(KC, BT, req, blk + 1, seqlen, NT, nxt, tid)
-                    T.ptx.cp.async_.commit_group()
-                kaddr = base + T.cast(TILE_BYTES * (1 + stage), "uint32")
-                # S = Q K^T (64 x 64), both warpgroups
-                dq = dsl.descriptor(_DESC_K, base)
-                dk = dsl.descriptor(_DESC_K, kaddr)
-                dsl.wgmma_fence()
-                _qk(mma_s, acc_s, dq, dk)
-                dsl.wgmma_commit()
-                dsl.wgmma_wait(0)
-                # mask (tokens past the limit, pages outside the cache), online softmax (log2)
-                pok = page_ok(BT[req, blk], NT)
-                for h in T.unroll(2):
-                    for j in T.unroll(BM // 8):
-                        for e in T.unroll(2):
-                            i = 4 * j + 2 * h + e
-                            tok = blk * PAGE + 8 * j + c0 + e
-                            acc_s[i] = T.if_then_else(
-                                T.And(pok, tok < lim[h]),
-                                acc_s[i] * scale_log2,
-                                T.float32(-math.inf),
-                            )
-                for h in T.unroll(2):
-                    mx = T.local_scalar(f32)
-                    mx = m[h]
-                    for j in T.unroll(BM // 8):
-                        for e in T.unroll(2):
-                            mx = T.max(mx, acc_s[4 * j + 2 * h + e])
-                    mx = T.cuda.warp_max(mx, 4)
-                    # a row with nothing valid yet keeps exp2 finite: subtract 0 instead of -inf
-                    safe = T.if_then_else(mx == T.float32(-math.inf), T.float32(0), mx)
-                    corr[h] = T.exp2(m[h] - safe)
-                    m[h] = mx
-                    rs = T.local_scalar(f32)
-                    rs = T.float32(0)
-                    for j in T.unroll(BM // 8):
-                        for e in T.unroll(2):
-                            acc_s[4 * j + 2 * h + e] = T.exp2(acc_s[4 * j + 2 * h + e] - safe)
-                            rs = rs + acc_s[4 * j + 2 * h + e]
-                    lsum[h] = lsum[h] * corr[h] + T.cuda.warp_sum(rs, 4)
-                for i in T.unroll(128):
-                    acc_o[i] = acc_o[i] * corr[(i // 2) % 2]
-                # P as the A fragments of 4 k16 steps: the accumulator layout (a_coord)
-                for q in T.unroll(BM // 4):
-                    cvt(pa[q], acc_s[2 * q + 1], acc_s[2 * q])
-                dv = dsl.descriptor(_DESC_V, kaddr + T.cast(wg * _V_HALF, "uint32"))
-                dsl.wgmma_fence()
-                _pv(mma_o, acc_o, pa, dv)
-                dsl.wgmma_commit()
-                dsl.wgmma_wait(0)
+                block_step(
+                    KC,
+                    BT,
+                    NT,
+                    scale_log2,
+                    req,
+                    blk,
+                    hi,
+                    seqlen,
+                    stage,
+                    (tid, wg, lane, r0, c0),
+                    (m, lsum, corr, lim, acc_o),
+                    base,
+                    tiles,
+                )
+            request_end((tid, wg, lane, r0, c0), (m, lsum, corr, lim, acc_o), tiles)
             # epilogue: O / l and lse of this (request, split)
-            for h in T.unroll(2):
-                row = mt * BM + r0 + 8 * h
-                if T.And(row < R, T.And(split >= 0, split < TOT)):
-                    empty = lsum[h] == T.float32(0)
-                    inv = T.if_then_else(empty, T.float32(0), T.float32(1) / lsum[h])
-                    for j in T.unroll(32):
-                        for e in T.unroll(2):
-                            OACC[split, row, wg * 256 + 8 * j + c0 + e] = (
-                                acc_o[4 * j + 2 * h + e] * inv
-                            )
-                    if wg == 0:
-                        if lane % 4 == 0:
-                            LACC[split, row] = T.if_then_else(
-                                empty,
-                                T.float32(-math.inf),
-                                m[h] * T.float32(LN2) + T.log(lsum[h]),
-                            )
+            _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT)
 
-    return mla_decode
-
-
-def _qk(op, acc, dq, dk):
-    """acc (64 x 64) = Q K^T over d = 576: 36 k16 wgmmas, SS, both K-major (Python-unrolled)."""
-    for k in range(D_QK // 16):
-        _mma_ss(op, acc, dq + T.uint64(_S_STEPS[k] >> 4), dk + T.uint64(_S_STEPS[k] >> 4), k > 0)
+    return mla_decode.with_attr("global_symbol", name)
 
 
 @T.inline
-def _mma_ss(op, acc, da, db, accumulate):
-    op(*[acc[i] for i in range(BM // 2)], da, db, T.ptx.pred(accumulate), 1, 1, 0, 0)
+def _no_request_end(thread, rows, tiles):
+    """v1 has nothing to do before a request's epilogue."""
+
+
+def _qk(op, acc, acc_len, dq, dk):
+    """acc (64 x n, ``acc_len`` = n / 2 per thread) = Q K^T over d = 576: 36 k16 wgmmas, SS,
+    both K-major (Python-unrolled)."""
+    for k in range(D_QK // 16):
+        step = T.uint64(_S_STEPS[k] >> 4)
+        _mma_ss(op, acc, acc_len, dq + step, dk + step, k > 0)
+
+
+@T.inline
+def _mma_ss(op, acc, acc_len, da, db, accumulate):
+    op(*[acc[i] for i in range(acc_len)], da, db, T.ptx.pred(accumulate), 1, 1, 0, 0)
 
 
 def _pv(op, acc, pa, dv):
@@ -262,6 +256,118 @@ def _mma_rs(op, acc, pa, q, db):
         1,
         1,
     )
+
+
+def wgmma_ops(dtype, s_tokens):
+    """(cvt, mma_s, mma_o) of a split-KV kernel: the fp32 -> ``dtype`` pair conversion, the
+    wgmma of ``S = Q K^T`` (64 x ``s_tokens``) and the one of ``O += P V`` (64 x 256)."""
+    ab = _AB[dtype]
+    cvt = getattr(T.ptx.cvt.rn, _CVT[dtype]).f32
+    aligned = T.ptx.wgmma.mma_async.sync.aligned
+    mma_s = getattr(getattr(getattr(aligned, f"m64n{s_tokens}k16").f32, ab), ab)
+    mma_o = getattr(getattr(aligned.m64n256k16.f32, ab), ab)
+    return cvt, mma_s, mma_o
+
+
+@T.inline
+def _mask_scores(acc_s, tokens, first_token, entry, NT, lim, c0, scale_log2):
+    """This thread's S scores of ``tokens`` columns (the first: token ``first_token``) in log2
+    units, -inf past each row's limit ``lim`` and everywhere when the block-table ``entry``
+    of the page is outside the cache (``NT`` rows)."""
+    pok = page_ok(entry, NT)
+    for h in T.unroll(2):
+        for j in T.unroll(tokens // 8):
+            for e in T.unroll(2):
+                i = 4 * j + 2 * h + e
+                tok = first_token + 8 * j + c0 + e
+                acc_s[i] = T.if_then_else(
+                    T.And(pok, tok < lim[h]),
+                    acc_s[i] * scale_log2,
+                    T.float32(-math.inf),
+                )
+
+
+@T.inline
+def _request_blocks(SEQ, META, NSPL, MAXB, part, req, begin_req, end_req):
+    """(seqlen, lo, hi, split) of request ``req`` in scheduler part ``part``: its length, the
+    block range ``[lo, hi)`` the part computes and the split it writes; blocks clamped to the
+    block table's width (a device-side guard)."""
+    seqlen = SEQ[req]
+    nblk = T.min((seqlen + PAGE - 1) // PAGE, MAXB)
+    lo = T.max(T.if_then_else(req == begin_req, META[part, 2], 0), 0)
+    hi = T.min(T.if_then_else(req == end_req, META[part, 3], nblk), nblk)
+    split = NSPL[req] + T.if_then_else(req == begin_req, META[part, 4], 0)
+    return seqlen, lo, hi, split
+
+
+@T.inline
+def _reset_rows(m, lsum, lim, acc_o, mt, r0, seqlen, R, s_q, h_q, causal):
+    """Start the online softmax of this thread's two rows: max -inf, sum 0, O 0, and the
+    token limit of each row (``seqlen``, or its causal diagonal)."""
+    for h in T.unroll(2):
+        m[h] = T.float32(-math.inf)
+        lsum[h] = T.float32(0)
+        row = T.min(mt * BM + r0 + 8 * h, R - 1)
+        if T.constexpr(causal):
+            lim[h] = seqlen - s_q + 1 + row // h_q
+        else:
+            lim[h] = seqlen
+    for i in T.unroll(128):
+        acc_o[i] = T.float32(0)
+
+
+@T.inline
+def _row_maxima(acc_s, tokens, m, new_max):
+    """For each row half ``h`` of this thread: the running max ``mx`` of ``m[h]`` and the
+    quad's scores of ``tokens`` columns of S, handed to ``new_max(h, mx)``."""
+    for h in T.unroll(2):
+        mx = T.local_scalar("float32")
+        mx = m[h]
+        for j in T.unroll(tokens // 8):
+            for e in T.unroll(2):
+                mx = T.max(mx, acc_s[4 * j + 2 * h + e])
+        mx = T.cuda.warp_max(mx, 4)
+        new_max(h, mx)
+
+
+@T.inline
+def _softmax_step(acc_s, tokens, m, lsum, corr, h, mx):
+    """Row half ``h`` of the online softmax over ``tokens`` columns of S (log2 units) with
+    the new running max ``mx``: ``corr[h]`` the rescale of the old sum and O, S -> P =
+    exp2(S - mx) in place, ``lsum[h]`` rescaled plus the row sum of P."""
+    # a row with nothing valid yet keeps exp2 finite: subtract 0 instead of -inf
+    safe = T.if_then_else(mx == T.float32(-math.inf), T.float32(0), mx)
+    corr[h] = T.exp2(m[h] - safe)
+    m[h] = mx
+    rs = T.local_scalar("float32")
+    rs = T.float32(0)
+    for j in T.unroll(tokens // 8):
+        for e in T.unroll(2):
+            acc_s[4 * j + 2 * h + e] = T.exp2(acc_s[4 * j + 2 * h + e] - safe)
+            rs = rs + acc_s[4 * j + 2 * h + e]
+    lsum[h] = lsum[h] * corr[h] + T.cuda.warp_sum(rs, 4)
+
+
+@T.inline
+def _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT):
+    """O / l of this thread's rows (its warpgroup's 256 columns) and their lse (natural log)
+    into ``OACC[split]`` / ``LACC[split]``; rows past R and splits outside the accumulators
+    are not stored (a device-side guard)."""
+    for h in T.unroll(2):
+        row = mt * BM + r0 + 8 * h
+        if T.And(row < R, T.And(split >= 0, split < TOT)):
+            empty = lsum[h] == T.float32(0)
+            inv = T.if_then_else(empty, T.float32(0), T.float32(1) / lsum[h])
+            for j in T.unroll(32):
+                for e in T.unroll(2):
+                    OACC[split, row, wg * 256 + 8 * j + c0 + e] = acc_o[4 * j + 2 * h + e] * inv
+            if wg == 0:
+                if lane % 4 == 0:
+                    LACC[split, row] = T.if_then_else(
+                        empty,
+                        T.float32(-math.inf),
+                        m[h] * T.float32(LN2) + T.log(lsum[h]),
+                    )
 
 
 def _swz(row, chunk):
@@ -334,7 +440,7 @@ def make_combine(dtype="bfloat16", h_q=128, s_q=1):
         b = T.cuda.block_idx("y")
         first = T.min(T.max(NSPL[b], 0), TOT)  # device-side guard: splits of OACC only
         last = T.min(T.max(NSPL[b + 1], first), TOT)
-        mx = T.local_scalar(f32)
+        mx = T.local_scalar("float32")
         mx = T.float32(-math.inf)
         for s in T.serial(first, last):
             mx = T.max(mx, LACC[s, r])

@@ -41,31 +41,27 @@ may use.
 from __future__ import annotations
 
 import functools
-import math
 
 from tirx_kernels.core.sm90 import dsl
 from tirx_kernels.core.toolchain import T
 
 from ._mla_decode_tirx import (
-    _AB,
-    _CVT,
     _DESC_K,
     _DESC_V,
-    _S_STEPS,
     _V_HALF,
     BM,
-    D_QK,
-    D_V,
-    LN2,
-    META_INTS,
     PAGE,
     STAGES,
-    THREADS,
     TILE_BYTES,
     _load_page,
-    _load_q,
+    _mask_scores,
+    _mma_rs,
+    _qk,
+    _row_maxima,
+    _softmax_step,
     check_static,
-    page_ok,
+    split_kv_kernel,
+    wgmma_ops,
 )
 
 P_OFF = TILE_BYTES * (1 + STAGES)  # the P tile, after Q and the KV stages (1 KiB aligned)
@@ -91,204 +87,105 @@ def make_decode_v3(dtype="bfloat16", h_q=128, s_q=1, causal=False):
 
 def _make(dtype, h_q, s_q, causal, early_load):
     check_static(dtype, h_q, s_q)
-    R = s_q * h_q
-    mtiles = -(-R // BM)
-    causal = bool(causal) and s_q > 1
-    ab = _AB[dtype]
-    cvt = getattr(T.ptx.cvt.rn, _CVT[dtype]).f32
-    mma_s = getattr(getattr(T.ptx.wgmma.mma_async.sync.aligned.m64n32k16.f32, ab), ab)
-    mma_o = getattr(getattr(T.ptx.wgmma.mma_async.sync.aligned.m64n256k16.f32, ab), ab)
-    B = T.dynamic("B")
-    B1 = T.dynamic("B1")
-    NT = T.dynamic("NT", "int64")
-    MAXB = T.dynamic("MAXB")
-    P = T.dynamic("P")
-    TOT = T.dynamic("TOT")
-    f32 = "float32"
+    cvt, mma_s, mma_o = wgmma_ops(dtype, HALF_N)
 
-    @T.function
-    def mla_decode_v2(
-        Q: T.Tensor((B, R, D_QK), dtype, align=16),
-        KC: T.Tensor((NT, D_QK), dtype, align=16),
-        BT: T.Tensor((B, MAXB), "int32"),
-        SEQ: T.Tensor((B,), "int32"),
-        META: T.Tensor((P, META_INTS), "int32"),
-        NSPL: T.Tensor((B1,), "int32"),
-        OACC: T.Tensor((TOT, R, D_V), f32),
-        LACC: T.Tensor((TOT, R), f32),
-        scale_log2: T.float32,
-    ):
-        T.func_attr({"tirx.noalias": True})
-        T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=(P, mtiles), block=THREADS, dynamic_smem_bytes=SMEM),
-            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
-        )
-        tid = T.cuda.thread_idx("x")
-        wg = tid // 128
-        t = tid % 128
-        lane = tid % 32
-        part = T.cuda.block_idx("x")
-        mt = T.cuda.block_idx("y")
+    @T.inline
+    def alloc_tiles():
         arena = T.alloc_shared((SMEM // 4,), "uint32", scope="shared.dyn", align=1024)
-        xch = T.alloc_shared((2 * BM,), f32)  # row maxima, then partial sums, per warpgroup
+        xch = T.alloc_shared((2 * BM,), "float32")  # row maxima, then partial sums, per warpgroup
         base = dsl.smem_addr(arena)
-        acc_s = T.alloc_local((HALF_N // 2,), f32)
-        acc_o = T.alloc_local((128,), f32)
+        acc_s = T.alloc_local((HALF_N // 2,), "float32")
+        acc_o = T.alloc_local((128,), "float32")
         pa = T.alloc_local((HALF_N // 4,), "uint32")
-        m = T.alloc_local((2,), f32)
-        lsum = T.alloc_local((2,), f32)
-        corr = T.alloc_local((2,), f32)
-        lim = T.alloc_local((2,), "int32")
-        # this thread's two accumulator rows (acc_coord): r0 and r0 + 8 of the CTA's 64
-        r0 = 16 * (t // 32) + lane // 4
-        c0 = 2 * (lane % 4)
-        begin_req = META[part, 0]
-        end_req = META[part, 1]
-        # device-side guards as v1: requests, blocks, splits clamped; bad pages masked
-        for req in T.serial(T.max(begin_req, 0), T.min(end_req, B - 1) + 1):
-            seqlen = SEQ[req]
-            nblk = T.min((seqlen + PAGE - 1) // PAGE, MAXB)
-            lo = T.max(T.if_then_else(req == begin_req, META[part, 2], 0), 0)
-            hi = T.min(T.if_then_else(req == end_req, META[part, 3], nblk), nblk)
-            split = NSPL[req] + T.if_then_else(req == begin_req, META[part, 4], 0)
-            for h in T.unroll(2):
-                m[h] = T.float32(-math.inf)
-                lsum[h] = T.float32(0)
-                row = T.min(mt * BM + r0 + 8 * h, R - 1)
-                if T.constexpr(causal):
-                    lim[h] = seqlen - s_q + 1 + row // h_q
-                else:
-                    lim[h] = seqlen
-            for i in T.unroll(128):
-                acc_o[i] = T.float32(0)
-            T.cuda.cta_sync()  # the previous request's wgmmas and exchanges are done
-            if lo < hi:
-                _load_q(Q, req, mt, base, tid, R)
-                _load_page(KC, BT, req, lo, seqlen, NT, base + T.uint32(TILE_BYTES), tid)
-                T.ptx.cp.async_.commit_group()
-            for blk in T.serial(lo, hi):
-                stage = (blk - lo) % STAGES
-                nxt = base + T.cast(TILE_BYTES * (1 + (1 - stage)), "uint32")
-                if T.constexpr(early_load):
-                    # v3: the other stage is free once both warpgroups' P V of the previous
-                    # block is done (barrier); load the next page before waiting for this one
-                    T.cuda.cta_sync()
-                    if blk + 1 < hi:
-                        _load_page(KC, BT, req, blk + 1, seqlen, NT, nxt, tid)
-                        T.ptx.cp.async_.commit_group()
-                        T.ptx["cp.async.wait_group"](1)  # this page's group (and Q's) landed
-                    else:
-                        T.ptx["cp.async.wait_group"](0)
-                    T.ptx.fence.proxy.async_.shared__cta()  # cp.async writes -> wgmma reads
-                    T.cuda.cta_sync()
-                else:
-                    T.ptx["cp.async.wait_group"](0)
-                    T.ptx.fence.proxy.async_.shared__cta()  # cp.async writes -> wgmma reads
-                    T.cuda.cta_sync()
-                    if blk + 1 < hi:
-                        _load_page(KC, BT, req, blk + 1, seqlen, NT, nxt, tid)
-                        T.ptx.cp.async_.commit_group()
-                kaddr = base + T.cast(TILE_BYTES * (1 + stage), "uint32")
-                # 1. S_w = Q K[32w : 32w + 32]^T (64 x 32)
-                dq = dsl.descriptor(_DESC_K, base)
-                dk = dsl.descriptor(_DESC_K, kaddr + T.cast(wg * HALF_BYTES, "uint32"))
-                dsl.wgmma_fence()
-                _qk_half(mma_s, acc_s, dq, dk)
-                dsl.wgmma_commit()
-                dsl.wgmma_wait(0)
-                # 2. mask (token limit, bad pages), scale, row max shared with the other half
-                pok = page_ok(BT[req, blk], NT)
-                for h in T.unroll(2):
-                    for j in T.unroll(HALF_N // 8):
-                        for e in T.unroll(2):
-                            i = 4 * j + 2 * h + e
-                            tok = blk * PAGE + wg * HALF_N + 8 * j + c0 + e
-                            acc_s[i] = T.if_then_else(
-                                T.And(pok, tok < lim[h]),
-                                acc_s[i] * scale_log2,
-                                T.float32(-math.inf),
-                            )
-                for h in T.unroll(2):
-                    mx = T.local_scalar(f32)
-                    mx = m[h]
-                    for j in T.unroll(HALF_N // 8):
-                        for e in T.unroll(2):
-                            mx = T.max(mx, acc_s[4 * j + 2 * h + e])
-                    mx = T.cuda.warp_max(mx, 4)
-                    corr[h] = mx  # this half's max, until the other half's is known
-                    if lane % 4 == 0:
-                        xch[wg * BM + r0 + 8 * h] = mx
-                T.cuda.cta_sync()
-                # 3. P_w = exp2(S_w - m), partial row sums, O rescaled
-                for h in T.unroll(2):
-                    mx = T.local_scalar(f32)
-                    mx = T.max(corr[h], xch[(1 - wg) * BM + r0 + 8 * h])
-                    # a row with nothing valid yet keeps exp2 finite: subtract 0 instead of -inf
-                    safe = T.if_then_else(mx == T.float32(-math.inf), T.float32(0), mx)
-                    corr[h] = T.exp2(m[h] - safe)
-                    m[h] = mx
-                    rs = T.local_scalar(f32)
-                    rs = T.float32(0)
-                    for j in T.unroll(HALF_N // 8):
-                        for e in T.unroll(2):
-                            acc_s[4 * j + 2 * h + e] = T.exp2(acc_s[4 * j + 2 * h + e] - safe)
-                            rs = rs + acc_s[4 * j + 2 * h + e]
-                    lsum[h] = lsum[h] * corr[h] + T.cuda.warp_sum(rs, 4)
-                for i in T.unroll(128):
-                    acc_o[i] = acc_o[i] * corr[(i // 2) % 2]
-                # 4. P_w as A fragments (a_coord) and into the shared P tile (K-major, 128B)
-                for q in T.unroll(HALF_N // 4):
-                    cvt(pa[q], acc_s[2 * q + 1], acc_s[2 * q])
-                    prow = r0 + 8 * (q % 2)
-                    chunk = wg * (HALF_N // 8) + q // 2  # 16-byte column chunk of the row
-                    byte = prow * 128 + T.bitwise_xor(chunk, prow % 8) * 16 + c0 * 2
-                    arena[(P_OFF + byte) // 4] = pa[q]
-                T.ptx.fence.proxy.async_.shared__cta()  # P stores -> the other's wgmma reads
-                T.cuda.cta_sync()
-                # 5. O_w += P V[:, half w]: own tokens from registers, the other's from smem
-                dv = dsl.descriptor(_DESC_V, kaddr + T.cast(wg * _V_HALF, "uint32"))
-                dp = dsl.descriptor(_DESC_K, base + T.uint32(P_OFF))
-                dsl.wgmma_fence()
-                _pv_split(mma_o, acc_o, pa, dv, dp, wg)
-                dsl.wgmma_commit()
-                dsl.wgmma_wait(0)
-            # epilogue: l = the two halves' partial sums; O / l and lse of this split
-            for h in T.unroll(2):
-                if lane % 4 == 0:
-                    xch[wg * BM + r0 + 8 * h] = lsum[h]
+        return base, acc_o, (arena, xch, acc_s, pa)
+
+    @T.inline
+    def block_step(KC, BT, NT, scale_log2, req, blk, hi, seqlen, stage, thread, rows, base, tiles):
+        tid, wg, lane, r0, c0 = thread
+        m, lsum, corr, lim, acc_o = rows
+        arena, xch, acc_s, pa = tiles
+        nxt = base + T.cast(TILE_BYTES * (1 + (1 - stage)), "uint32")
+        if T.constexpr(early_load):
+            # v3: the other stage is free once both warpgroups' P V of the previous
+            # block is done (barrier); load the next page before waiting for this one
             T.cuda.cta_sync()
-            for h in T.unroll(2):
-                lsum[h] = lsum[h] + xch[(1 - wg) * BM + r0 + 8 * h]
-            for h in T.unroll(2):
-                row = mt * BM + r0 + 8 * h
-                if T.And(row < R, T.And(split >= 0, split < TOT)):
-                    empty = lsum[h] == T.float32(0)
-                    inv = T.if_then_else(empty, T.float32(0), T.float32(1) / lsum[h])
-                    for j in T.unroll(32):
-                        for e in T.unroll(2):
-                            OACC[split, row, wg * 256 + 8 * j + c0 + e] = (
-                                acc_o[4 * j + 2 * h + e] * inv
-                            )
-                    if wg == 0:
-                        if lane % 4 == 0:
-                            LACC[split, row] = T.if_then_else(
-                                empty,
-                                T.float32(-math.inf),
-                                m[h] * T.float32(LN2) + T.log(lsum[h]),
-                            )
+            if blk + 1 < hi:
+                _load_page(KC, BT, req, blk + 1, seqlen, NT, nxt, tid)
+                T.ptx.cp.async_.commit_group()
+                T.ptx["cp.async.wait_group"](1)  # this page's group (and Q's) landed
+            else:
+                T.ptx["cp.async.wait_group"](0)
+            T.ptx.fence.proxy.async_.shared__cta()  # cp.async writes -> wgmma reads
+            T.cuda.cta_sync()
+        else:
+            T.ptx["cp.async.wait_group"](0)
+            T.ptx.fence.proxy.async_.shared__cta()  # cp.async writes -> wgmma reads
+            T.cuda.cta_sync()
+            if blk + 1 < hi:
+                _load_page(KC, BT, req, blk + 1, seqlen, NT, nxt, tid)
+                T.ptx.cp.async_.commit_group()
+        kaddr = base + T.cast(TILE_BYTES * (1 + stage), "uint32")
+        # 1. S_w = Q K[32w : 32w + 32]^T (64 x 32)
+        dq = dsl.descriptor(_DESC_K, base)
+        dk = dsl.descriptor(_DESC_K, kaddr + T.cast(wg * HALF_BYTES, "uint32"))
+        dsl.wgmma_fence()
+        _qk(mma_s, acc_s, HALF_N // 2, dq, dk)
+        dsl.wgmma_commit()
+        dsl.wgmma_wait(0)
+        # 2. mask (token limit, bad pages), scale, row max shared with the other half
+        _mask_scores(acc_s, HALF_N, blk * PAGE + wg * HALF_N, BT[req, blk], NT, lim, c0, scale_log2)
+        half_max = functools.partial(_share_half_max, corr, xch, wg, lane, r0)
+        _row_maxima(acc_s, HALF_N, m, half_max)
+        T.cuda.cta_sync()
+        # 3. P_w = exp2(S_w - m), partial row sums, O rescaled
+        for h in T.unroll(2):
+            mx = T.local_scalar("float32")
+            mx = T.max(corr[h], xch[(1 - wg) * BM + r0 + 8 * h])
+            _softmax_step(acc_s, HALF_N, m, lsum, corr, h, mx)
+        for i in T.unroll(128):
+            acc_o[i] = acc_o[i] * corr[(i // 2) % 2]
+        # 4. P_w as A fragments (a_coord) and into the shared P tile (K-major, 128B)
+        for q in T.unroll(HALF_N // 4):
+            cvt(pa[q], acc_s[2 * q + 1], acc_s[2 * q])
+            prow = r0 + 8 * (q % 2)
+            chunk = wg * (HALF_N // 8) + q // 2  # 16-byte column chunk of the row
+            byte = prow * 128 + T.bitwise_xor(chunk, prow % 8) * 16 + c0 * 2
+            arena[(P_OFF + byte) // 4] = pa[q]
+        T.ptx.fence.proxy.async_.shared__cta()  # P stores -> the other's wgmma reads
+        T.cuda.cta_sync()
+        # 5. O_w += P V[:, half w]: own tokens from registers, the other's from smem
+        dv = dsl.descriptor(_DESC_V, kaddr + T.cast(wg * _V_HALF, "uint32"))
+        dp = dsl.descriptor(_DESC_K, base + T.uint32(P_OFF))
+        dsl.wgmma_fence()
+        _pv_split(mma_o, acc_o, pa, dv, dp, wg)
+        dsl.wgmma_commit()
+        dsl.wgmma_wait(0)
 
-    return mla_decode_v2
+    @T.inline
+    def request_end(thread, rows, tiles):
+        """l = the two halves' partial sums, before the epilogue (O / l and lse)."""
+        tid, wg, lane, r0, c0 = thread
+        m, lsum, corr, lim, acc_o = rows
+        arena, xch, acc_s, pa = tiles
+        for h in T.unroll(2):
+            if lane % 4 == 0:
+                xch[wg * BM + r0 + 8 * h] = lsum[h]
+        T.cuda.cta_sync()
+        for h in T.unroll(2):
+            lsum[h] = lsum[h] + xch[(1 - wg) * BM + r0 + 8 * h]
 
-
-def _qk_half(op, acc, dq, dk):
-    """acc (64 x 32) = Q K_half^T over d = 576: 36 k16 wgmmas, SS, both K-major."""
-    for k in range(D_QK // 16):
-        _mma_ss(op, acc, dq + T.uint64(_S_STEPS[k] >> 4), dk + T.uint64(_S_STEPS[k] >> 4), k > 0)
+    return split_kv_kernel(
+        "mla_decode_v2", dtype, h_q, s_q, causal, SMEM, alloc_tiles, block_step, request_end
+    )
 
 
 @T.inline
-def _mma_ss(op, acc, da, db, accumulate):
-    op(*[acc[i] for i in range(HALF_N // 2)], da, db, T.ptx.pred(accumulate), 1, 1, 0, 0)
+def _share_half_max(corr, xch, wg, lane, r0, h, mx):
+    """Keep this half's row max ``mx`` in ``corr[h]`` until the other half's is known, and
+    hand it to the other warpgroup through ``xch``."""
+    corr[h] = mx
+    if lane % 4 == 0:
+        xch[wg * BM + r0 + 8 * h] = mx
 
 
 def _pv_split(op, acc, pa, dv, dp, wg):
@@ -308,22 +205,6 @@ def _pv_split(op, acc, pa, dv, dp, wg):
             dp + T.cast((kk * 32) >> 4, "uint64"),
             dv + T.cast((kk * 16 * 128) >> 4, "uint64"),
         )
-
-
-@T.inline
-def _mma_rs(op, acc, pa, q, db):
-    op(
-        *[acc[i] for i in range(128)],
-        pa[q],
-        pa[q + 1],
-        pa[q + 2],
-        pa[q + 3],
-        db,
-        T.ptx.pred(True),
-        1,
-        1,
-        1,
-    )
 
 
 @T.inline

@@ -140,40 +140,18 @@ def _flash_mla_op(
     ``(total splits, s_q * h_q)`` fp32 scratch (total splits >= num_splits[-1]); q
     ``(batch, s_q, h_q, 576)`` contiguous; k_cache ``(num_blocks, 64, 1, 576)`` contiguous.
     The split-KV schedule is ``selected_variant()`` (``$TIRX_FLASHMLA_VARIANT``)."""
-    launch(
-        selected_variant(),
-        out,
-        lse,
-        out_accum,
-        lse_accum,
-        q,
-        k_cache,
-        block_table,
-        cache_seqlens,
-        tile_scheduler_metadata,
-        num_splits,
-        softmax_scale,
-        causal,
-    )
+    outputs = (out, lse, out_accum, lse_accum)
+    inputs = (q, k_cache, block_table, cache_seqlens, tile_scheduler_metadata, num_splits)
+    launch(selected_variant(), outputs, inputs, softmax_scale, causal)
 
 
-def launch(
-    variant,
-    out,
-    lse,
-    out_accum,
-    lse_accum,
-    q,
-    k_cache,
-    block_table,
-    cache_seqlens,
-    tile_scheduler_metadata,
-    num_splits,
-    softmax_scale,
-    causal,
-):
+def launch(variant, outputs, inputs, softmax_scale, causal):
     """The op's two launches with the split-KV kernel of ``variant`` (benchmarks and tests
-    time and check each variant through this; the op passes the selected one)."""
+    time and check each variant through this; the op passes the selected one): ``outputs``
+    are the op's (out, lse, out_accum, lse_accum), ``inputs`` its (q, k_cache, block_table,
+    cache_seqlens, tile_scheduler_metadata, num_splits)."""
+    out, lse, out_accum, lse_accum = outputs
+    q, k_cache, block_table, cache_seqlens, tile_scheduler_metadata, num_splits = inputs
     batch, s_q, h_q, _ = q.shape
     rows = s_q * h_q
     dtype = _DTYPES[q.dtype]

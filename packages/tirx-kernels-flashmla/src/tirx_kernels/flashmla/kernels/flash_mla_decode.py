@@ -450,22 +450,15 @@ def compare(out, lse, want_out, want_lse):
     }
 
 
-def run_test(
-    dtype="bfloat16",
-    h_q=128,
-    s_q=1,
-    batch=4,
-    s_k=1024,
-    varlen=False,
-    causal=False,
-    badpages=False,
-    **_,
-):
+def run_test(**config):
     """The selected variant through the public API, then every other variant (``VARIANTS``;
     none when ``$TIRX_FLASHMLA_VARIANT`` names one) through the op's launch; each against the
-    reference (a failure names its variant)."""
+    reference (a failure names its variant). ``config``: :func:`prepare_data`'s keywords."""
     skip_unless_gpu(KERNEL_META)
-    q, k_cache, table, seqlens = prepare_data(dtype, h_q, s_q, batch, s_k, varlen, causal, badpages)
+    q, k_cache, table, seqlens = prepare_data(**config)
+    _, s_q, h_q, _ = q.shape
+    causal = config.get("causal", False)
+    badpages = config.get("badpages", False)
     meta, splits = get_mla_metadata(seqlens, s_q * h_q, 1)
     want_out, want_lse = reference(q, k_cache, table, seqlens, causal)
     chosen = selected_variant()
@@ -476,10 +469,10 @@ def run_test(
                 q, k_cache, table, seqlens, D_V, meta, splits, causal=causal
             )
         else:
-            o, lt, oacc, lacc = _outputs(q, int(splits[-1]))
-            args = (q, k_cache, table, seqlens, meta, splits, D_QK**-0.5, causal)
-            launch(variant, o, lt, oacc, lacc, *args)
-            out, lse = o, lt.transpose(1, 2)
+            outputs = _outputs(q, int(splits[-1]))
+            inputs = (q, k_cache, table, seqlens, meta, splits)
+            launch(variant, outputs, inputs, D_QK**-0.5, causal)
+            out, lse = outputs[0], outputs[1].transpose(1, 2)
         torch.cuda.synchronize()
         try:
             errs = compare(out, lse, want_out, want_lse)
@@ -534,10 +527,11 @@ def run_bench(
     chosen = selected_variant()
 
     def ours(variant):
-        args = (*_outputs(q, total), q, k_cache, table, seqlens, meta, splits, scale, causal)
+        outputs = _outputs(q, total)
+        inputs = (q, k_cache, table, seqlens, meta, splits)
         if variant == chosen:
-            return functools.partial(op, *args)
-        return functools.partial(launch, variant, *args)
+            return functools.partial(op, *outputs, *inputs, scale, causal)
+        return functools.partial(launch, variant, outputs, inputs, scale, causal)
 
     funcs = {"tirx": ours(chosen)}
     funcs.update({f"tirx_{v}": ours(v) for v in variants_to_check()[1:]})
