@@ -61,29 +61,23 @@ _BENCH_SHAPES = [
     (32, 256, 7168, 2048),
 ]
 
-CONFIGS = [
-    {
-        "label": f"e4m3_g{g}_m{m}_n{n}_k{k}",
-        "dtype": "float8_e4m3fn",
-        "num_groups": g,
-        "expected_m": m,
-        "N": n,
-        "K": k,
-    }
-    for g, m, n, k in _TEST_SHAPES
-]
-
-BENCH_CONFIGS = [
-    {
-        "label": f"e4m3_g{g}_m{m}_n{n}_k{k}",
-        "dtype": "float8_e4m3fn",
-        "num_groups": g,
-        "expected_m": m,
-        "N": n,
-        "K": k,
-    }
-    for g, m, n, k in _BENCH_SHAPES
-]
+# one config matrix per shape table: the tests' and the bench sweep's
+_MATRICES = {
+    table: [
+        {
+            "label": f"e4m3_g{g}_m{m}_n{n}_k{k}",
+            "dtype": "float8_e4m3fn",
+            "num_groups": g,
+            "expected_m": m,
+            "N": n,
+            "K": k,
+        }
+        for g, m, n, k in shapes
+    ]
+    for table, shapes in (("test", _TEST_SHAPES), ("bench", _BENCH_SHAPES))
+}
+CONFIGS = _MATRICES["test"]
+BENCH_CONFIGS = _MATRICES["bench"]
 
 
 def group_rows(num_groups, expected_m, seed=0):
