@@ -321,72 +321,83 @@ _LAYERNORM = _OPS.flashinfer_layernorm.default
 _direct = _host.direct
 
 
-def _rms(out, input, weight, eps: float, weight_bias: float, op) -> torch.Tensor:
-    """(Gemma) RMSNorm's wrapper body: allocate ``out``, run the plan (or the op), return."""
-    if out is None:
-        out = torch.empty_like(input)
-    if _direct(input):
-        _rmsnorm_plan(weight_bias, out, input, weight)(out, input, weight, eps)
-    else:
-        op(out, input, weight, eps)
-    return out
+def _named(api: Callable, name: str, doc: str) -> Callable:
+    """``api`` under its public ``name`` and docstring."""
+    api.__name__ = api.__qualname__ = name
+    api.__doc__ = doc
+    return api
 
 
-def _fused_add(input, residual, weight, eps: float, weight_bias: float, op) -> None:
-    """(Gemma) fused add RMSNorm's wrapper body: run the plan (or the op) in place."""
-    if _direct(input):
-        _fused_add_plan(weight_bias, input, residual, weight)(input, residual, weight, eps)
-    else:
-        op(input, residual, weight, eps)
+def _rmsnorm_wrapper(name: str, weight_bias: float, op, doc: str) -> Callable:
+    """The public (Gemma) RMSNorm ``name`` with FlashInfer's signature: allocate ``out`` when
+    not given, run the plan (or the op), return ``out``."""
+
+    def api(
+        input: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float = 1e-6,
+        out: torch.Tensor | None = None,
+        enable_pdl: bool | None = None,
+    ) -> torch.Tensor:
+        if out is None:
+            out = torch.empty_like(input)
+        if _direct(input):
+            _rmsnorm_plan(weight_bias, out, input, weight)(out, input, weight, eps)
+        else:
+            op(out, input, weight, eps)
+        return out
+
+    return _named(api, name, doc)
 
 
-def rmsnorm(
-    input: torch.Tensor,
-    weight: torch.Tensor,
-    eps: float = 1e-6,
-    out: torch.Tensor | None = None,
-    enable_pdl: bool | None = None,
-) -> torch.Tensor:
+def _fused_add_wrapper(name: str, weight_bias: float, op, doc: str) -> Callable:
+    """The public (Gemma) fused add RMSNorm ``name`` with FlashInfer's signature: run the plan
+    (or the op) in place."""
+
+    def api(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float = 1e-6,
+        enable_pdl: bool | None = None,
+    ) -> None:
+        if _direct(input):
+            _fused_add_plan(weight_bias, input, residual, weight)(input, residual, weight, eps)
+        else:
+            op(input, residual, weight, eps)
+
+    return _named(api, name, doc)
+
+
+rmsnorm = _rmsnorm_wrapper(
+    "rmsnorm",
+    0.0,
+    _RMSNORM,
     """``out = input / RMS(input) * weight`` (``flashinfer.norm.rmsnorm``), into ``out`` when
-    given, else a new tensor; returns it. ``enable_pdl`` is ignored (no PDL here)."""
-    return _rms(out, input, weight, eps, 0.0, _RMSNORM)
-
-
-def gemma_rmsnorm(
-    input: torch.Tensor,
-    weight: torch.Tensor,
-    eps: float = 1e-6,
-    out: torch.Tensor | None = None,
-    enable_pdl: bool | None = None,
-) -> torch.Tensor:
+    given, else a new tensor; returns it. ``enable_pdl`` is ignored (no PDL here).""",
+)
+gemma_rmsnorm = _rmsnorm_wrapper(
+    "gemma_rmsnorm",
+    1.0,
+    _GEMMA_RMSNORM,
     """``out = input / RMS(input) * (1 + weight)`` (``flashinfer.norm.gemma_rmsnorm``); as
-    :func:`rmsnorm` otherwise."""
-    return _rms(out, input, weight, eps, 1.0, _GEMMA_RMSNORM)
-
-
-def fused_add_rmsnorm(
-    input: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor,
-    eps: float = 1e-6,
-    enable_pdl: bool | None = None,
-) -> None:
+    :func:`rmsnorm` otherwise.""",
+)
+fused_add_rmsnorm = _fused_add_wrapper(
+    "fused_add_rmsnorm",
+    0.0,
+    _FUSED_ADD_RMSNORM,
     """In place (``flashinfer.norm.fused_add_rmsnorm``): ``residual += input``, then
     ``input = residual / RMS(residual) * weight`` (from the unrounded fp32 sum). Returns None;
-    ``enable_pdl`` is ignored."""
-    _fused_add(input, residual, weight, eps, 0.0, _FUSED_ADD_RMSNORM)
-
-
-def gemma_fused_add_rmsnorm(
-    input: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor,
-    eps: float = 1e-6,
-    enable_pdl: bool | None = None,
-) -> None:
+    ``enable_pdl`` is ignored.""",
+)
+gemma_fused_add_rmsnorm = _fused_add_wrapper(
+    "gemma_fused_add_rmsnorm",
+    1.0,
+    _GEMMA_FUSED_ADD_RMSNORM,
     """:func:`fused_add_rmsnorm` with the weight applied as ``(1 + weight)``
-    (``flashinfer.norm.gemma_fused_add_rmsnorm``)."""
-    _fused_add(input, residual, weight, eps, 1.0, _GEMMA_FUSED_ADD_RMSNORM)
+    (``flashinfer.norm.gemma_fused_add_rmsnorm``).""",
+)
 
 
 def layernorm(
