@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -241,39 +242,48 @@ def _scalars(q, rotary_dim, interleave, rope_scale, rope_theta) -> tuple:
     return (q.size(-1) if rotary_dim is None else rotary_dim, interleave, rope_scale, rope_theta)
 
 
-def apply_rope_pos_ids_inplace(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    pos_ids: torch.Tensor,
-    rotary_dim: int | None = None,
-    interleave: bool = False,
-    rope_scale: float = 1,
-    rope_theta: float = 1e4,
-) -> None:
+def _rope_wrapper(name: str, in_place: bool, doc: str) -> Callable:
+    """The public RoPE ``name`` with FlashInfer's signature and defaults: rotate q and k in
+    place (``in_place``; returns None) or into new ``(q_rope, k_rope)``, which it returns."""
+
+    def api(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        pos_ids: torch.Tensor,
+        rotary_dim: int | None = None,
+        interleave: bool = False,
+        rope_scale: float = 1,
+        rope_theta: float = 1e4,
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        args = _scalars(q, rotary_dim, interleave, rope_scale, rope_theta)
+        if in_place:
+            if _direct(q):
+                _inplace_plan(q, k, pos_ids, *args)(q, k, pos_ids)
+            else:
+                _INPLACE(q, k, pos_ids, *args)
+            return None
+        q_rope, k_rope = torch.empty_like(q), torch.empty_like(k)
+        if _direct(q):
+            _outplace_plan(q, k, q_rope, k_rope, pos_ids, *args)(q, k, pos_ids, q_rope, k_rope)
+        else:
+            _OUTPLACE(q, k, q_rope, k_rope, pos_ids, *args)
+        return q_rope, k_rope
+
+    api.__name__ = api.__qualname__ = name
+    api.__doc__ = doc
+    api.__annotations__["return"] = "None" if in_place else "tuple[torch.Tensor, torch.Tensor]"
+    return api
+
+
+apply_rope_pos_ids_inplace = _rope_wrapper(
+    "apply_rope_pos_ids_inplace",
+    True,
     """Rotate q ``(nnz, num_q_heads, head_dim)`` and k ``(nnz, num_kv_heads, head_dim)`` in
-    place by the positions ``pos_ids`` ``(nnz,)`` (FlashInfer's signature and defaults)."""
-    args = _scalars(q, rotary_dim, interleave, rope_scale, rope_theta)
-    if _direct(q):
-        _inplace_plan(q, k, pos_ids, *args)(q, k, pos_ids)
-    else:
-        _INPLACE(q, k, pos_ids, *args)
-
-
-def apply_rope_pos_ids(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    pos_ids: torch.Tensor,
-    rotary_dim: int | None = None,
-    interleave: bool = False,
-    rope_scale: float = 1,
-    rope_theta: float = 1e4,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    place by the positions ``pos_ids`` ``(nnz,)`` (FlashInfer's signature and defaults).""",
+)
+apply_rope_pos_ids = _rope_wrapper(
+    "apply_rope_pos_ids",
+    False,
     """``(q_rope, k_rope)``: q and k rotated by ``pos_ids``, q and k unchanged (FlashInfer's
-    signature and defaults)."""
-    q_rope, k_rope = torch.empty_like(q), torch.empty_like(k)
-    args = _scalars(q, rotary_dim, interleave, rope_scale, rope_theta)
-    if _direct(q):
-        _outplace_plan(q, k, q_rope, k_rope, pos_ids, *args)(q, k, pos_ids, q_rope, k_rope)
-    else:
-        _OUTPLACE(q, k, q_rope, k_rope, pos_ids, *args)
-    return q_rope, k_rope
+    signature and defaults).""",
+)
