@@ -113,6 +113,21 @@ def _head_ops(T, dtype, rotary_dim, num_q_heads, interleave):
     return load_head, store_head, rotate
 
 
+def _entry(T, threads, min_ctas):
+    """T.inline ``enter(grid)`` of both kernels: no-alias buffers, a ``grid`` of CTAs of
+    ``threads`` threads, at least ``min_ctas`` CTAs an SM (the launch bound)."""
+
+    @T.inline
+    def enter(grid):
+        T.func_attr({"tirx.noalias": True})
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=grid, block=threads),
+            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=min_ctas),
+        )
+
+    return enter
+
+
 def get_grid_kernel(
     dtype="bfloat16",
     head_dim=128,
@@ -141,6 +156,7 @@ def get_grid_kernel(
     n = T.dynamic("n")
 
     load_head, store_head, rotate = _head_ops(T, dtype, rotary_dim, hq, interleave)
+    enter = _entry(T, threads, min_ctas)
 
     @T.inline
     def trig(p, tx, cs, sn, rcp_theta, rcp_scale):
@@ -160,11 +176,7 @@ def get_grid_kernel(
         rcp_scale: T.float32,
         rcp_theta: T.float32,
     ):
-        T.func_attr({"tirx.noalias": True})
-        T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=(T.ceildiv(n, bdy), groups), block=threads),
-            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=min_ctas),
-        )
+        enter((T.ceildiv(n, bdy), groups))
         tid = T.cuda.thread_idx("x")
         tx = tid % bdx
         tok = T.cuda.block_idx("x") * bdy + tid // bdx
@@ -229,6 +241,7 @@ def get_walk_kernel(
     n = T.dynamic("n")
 
     load_head, store_head, rotate = _head_ops(T, dtype, rotary_dim, hq, interleave)
+    enter = _entry(T, threads, min_ctas)
 
     @T.function
     def rope_walk(
@@ -239,11 +252,7 @@ def get_walk_kernel(
         rcp_scale: T.float32,
         rcp_theta: T.float32,
     ):
-        T.func_attr({"tirx.noalias": True})
-        T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=ctas, block=threads),
-            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=min_ctas),
-        )
+        enter(ctas)
         tid = T.cuda.thread_idx("x")
         bid = T.cuda.block_idx("x")
         tx = tid % bdx
