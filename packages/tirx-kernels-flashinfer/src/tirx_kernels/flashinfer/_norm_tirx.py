@@ -160,6 +160,44 @@ def reductions(T, R: int, warps: int):
     return block_sums, partials_sum
 
 
+def row_entry(T, M, R: int, warp_rows: int, block: int, bounds):
+    """T.inline ``enter()`` of the row kernels: no-alias buffers, one CTA of ``block``
+    threads per R rows (times ``warp_rows`` warps of their own rows), ``bounds`` attributes."""
+
+    @T.inline
+    def enter():
+        T.func_attr({"tirx.noalias": True})
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=T.ceildiv(M, R * max(1, warp_rows)), block=block),
+            kernel_attrs=bounds,
+        )
+
+    return enter
+
+
+def row_loads(T, dtype, M, R: int, k: int, V: int, one_row: bool):
+    """T.inline helpers ``(load_rows, zero_rows)`` for vector ``it`` of a thread's R rows
+    in registers ``xr`` (R rows of k vectors of V elements).
+
+    ``load_rows(X, xr, row0, it, c)``: columns ``c ... c + V - 1`` of rows ``row0 ...``; rows
+    past M re-read row M - 1 (never stored) unless ``one_row``. ``zero_rows(xr, it)``: zeros
+    (a padding lane's vector).
+    """
+
+    @T.inline
+    def load_rows(X, xr, row0, it, c):
+        for r in T.unroll(R):
+            src = row0 + r if one_row else T.min(row0 + r, M - 1)
+            xr[ramp(T, (r * k + it) * V, V)] = X[src, ramp(T, c, V)]
+
+    @T.inline
+    def zero_rows(xr, it):
+        for i in T.unroll(R * V):
+            xr[(i // V * k + it) * V + i % V] = T.cast(T.float32(0), dtype)
+
+    return load_rows, zero_rows
+
+
 @functools.cache
 def make_rmsnorm(
     dtype: str,
@@ -197,6 +235,8 @@ def make_rmsnorm(
 
     row_f32 = row_reader(T, dtype, M, lean)
     block_sums, _ = reductions(T, R, warps)
+    enter = row_entry(T, M, R, warp_rows, block, bounds)
+    load_rows, zero_rows = row_loads(T, dtype, M, R, k, V, one_row)
 
     @T.function
     def rmsnorm(
@@ -205,11 +245,7 @@ def make_rmsnorm(
         Y: T.Tensor((M, hidden), dtype, align=2 * V),
         eps: T.float32,
     ):
-        T.func_attr({"tirx.noalias": True})
-        T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=T.ceildiv(M, R * max(1, warp_rows)), block=block),
-            kernel_attrs=bounds,
-        )
+        enter()
         row0, tx = first_row_and_lane(T, R, warp_rows)
         xr = T.alloc_local((-(-R * k * V // 2) * 2,), dtype)  # even: viewed as words
         xw = xr.view("uint32")  # the rows' bits, for lean_f32
@@ -221,13 +257,10 @@ def make_rmsnorm(
         for it in T.unroll(k):
             c = (it * threads + tx) * V
             if exact or c < hidden:
-                for r in T.unroll(R):  # rows past M re-read row M - 1; never stored
-                    src = row0 + r if one_row else T.min(row0 + r, M - 1)
-                    xr[ramp(T, (r * k + it) * V, V)] = X[src, ramp(T, c, V)]
+                load_rows(X, xr, row0, it, c)
                 wr[ramp(T, it * V, V)] = W[ramp(T, c, V)]
             else:
-                for i in T.unroll(R * V):
-                    xr[(i // V * k + it) * V + i % V] = T.cast(T.float32(0), dtype)
+                zero_rows(xr, it)
         for r in T.unroll(R):
             acc[r] = T.float32(0)
             for i in T.unroll(k * V):
@@ -385,6 +418,8 @@ def make_layernorm(
 
     row_f32 = row_reader(T, dtype, M, lean)
     block_sums, partials_sum = reductions(T, R, warps)
+    enter = row_entry(T, M, R, warp_rows, block, bounds)
+    load_rows, zero_rows = row_loads(T, dtype, M, R, k, V, one_row)
     resum_mean = lean and warps > 1  # one warp keeps its mean in a register
 
     @T.function
@@ -395,11 +430,7 @@ def make_layernorm(
         Y: T.Tensor((M, hidden), dtype, align=2 * V),
         eps: T.float32,
     ):
-        T.func_attr({"tirx.noalias": True})
-        T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=T.ceildiv(M, R * max(1, warp_rows)), block=block),
-            kernel_attrs=bounds,
-        )
+        enter()
         row0, tx = first_row_and_lane(T, R, warp_rows)
         xr = T.alloc_local((-(-R * k * V // 2) * 2,), dtype)  # even: viewed as words
         xw = xr.view("uint32")  # the row's bits, for lean_f32
@@ -414,12 +445,9 @@ def make_layernorm(
         for it in T.unroll(k):
             c = (it * threads + tx) * V
             if exact or c < hidden:
-                for r in T.unroll(R):  # rows past M re-read row M - 1; never stored
-                    src = row0 + r if one_row else T.min(row0 + r, M - 1)
-                    xr[ramp(T, (r * k + it) * V, V)] = X[src, ramp(T, c, V)]
+                load_rows(X, xr, row0, it, c)
             else:
-                for i in T.unroll(R * V):
-                    xr[(i // V * k + it) * V + i % V] = T.cast(T.float32(0), dtype)
+                zero_rows(xr, it)
         for r in T.unroll(R):
             acc[r] = T.float32(0)
             for i in T.unroll(k * V):
