@@ -128,31 +128,49 @@ def _entry(T, threads, min_ctas):
     return enter
 
 
-def get_grid_kernel(
-    dtype="bfloat16",
-    head_dim=128,
-    num_q_heads=32,
-    num_kv_heads=8,
-    interleave=False,
-    pos_dtype="int32",
-    threads=THREADS,
-    min_ctas=MIN_CTAS_PER_SM,
-    rotary_dim=None,
-    **_,
-):
+def _kernel_builder(schedule):
+    """Decorator: the public builder of a RoPE kernel, with the signature both kernels share
+    (the static shape as FlashInfer names it, then the CTA size ``threads`` and the launch
+    bound ``min_ctas``, None: the schedule's), around ``schedule(dtype, head_dim, hq, hk,
+    interleave, pos_dtype, rotary_dim, threads, min_ctas)`` given a checked static shape;
+    ``rotary_dim`` defaults to ``head_dim``."""
+
+    def build(
+        dtype="bfloat16",
+        head_dim=128,
+        num_q_heads=32,
+        num_kv_heads=8,
+        interleave=False,
+        pos_dtype="int32",
+        threads=None,
+        min_ctas=None,
+        rotary_dim=None,
+        **_,
+    ):
+        rotary_dim = rotary_dim or head_dim
+        _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype, rotary_dim)
+        shape = (dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, rotary_dim)
+        return schedule(*shape, threads, min_ctas)
+
+    build.__name__ = build.__qualname__ = schedule.__name__
+    build.__doc__ = schedule.__doc__
+    return build
+
+
+@_kernel_builder
+def get_grid_kernel(dtype, head_dim, hq, hk, interleave, pos_dtype, rotary_dim, threads, min_ctas):
     """The few-token kernel for one static shape family; the token count is dynamic.
 
     Runtime scalars: ``groups`` (gridDim.y, head groups), ``rcp_scale``, ``rcp_theta``.
     ``rotary_dim`` (default ``head_dim``): the rotated leading columns of each head.
     """
-    rotary_dim = rotary_dim or head_dim
-    _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype, rotary_dim)
+    threads = threads or THREADS
+    min_ctas = min_ctas or MIN_CTAS_PER_SM
     T = toolchain.T
     f32 = "float32"
     bdx = rotary_dim // (2 * PAIRS)  # threads per (token, head)
     bdy = threads // bdx  # tokens per CTA
     whole = bdx * bdy == threads  # else the last threads of a CTA idle
-    hq, hk = num_q_heads, num_kv_heads
     n = T.dynamic("n")
 
     load_head, store_head, rotate = _head_ops(T, dtype, rotary_dim, hq, interleave)
@@ -203,18 +221,8 @@ def get_grid_kernel(
     return rope
 
 
-def get_walk_kernel(
-    dtype="bfloat16",
-    head_dim=128,
-    num_q_heads=32,
-    num_kv_heads=8,
-    interleave=False,
-    pos_dtype="int32",
-    min_ctas=None,
-    threads=None,
-    rotary_dim=None,
-    **_,
-):
+@_kernel_builder
+def get_walk_kernel(dtype, head_dim, hq, hk, interleave, pos_dtype, rotary_dim, threads, min_ctas):
     """Many-token schedule: CTA ``b`` of ``ctas`` walks tokens ``b, b + ctas, ...``.
 
     Its threads cover consecutive heads of one token (one contiguous span of q, then of k),
@@ -224,9 +232,7 @@ def get_walk_kernel(
     ``head_dim / 16`` threads of a head) and ``min_ctas`` (the launch bound) default to
     :func:`walk_shape`'s.
     """
-    rotary_dim = rotary_dim or head_dim
-    _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype, rotary_dim)
-    shape = walk_shape(rotary_dim, num_q_heads + num_kv_heads)
+    shape = walk_shape(rotary_dim, hq + hk)
     threads = threads or shape[0]
     min_ctas = min_ctas or shape[1]
     T = toolchain.T
@@ -235,7 +241,6 @@ def get_walk_kernel(
     if threads % 32 or threads % bdx:
         raise ValueError(f"flashinfer_rope: {threads} threads: need a multiple of 32 and {bdx}")
     slots = threads // bdx  # heads a CTA covers at once
-    hq, hk = num_q_heads, num_kv_heads
     heads = hq + hk
     iters = -(-heads // slots)
     n = T.dynamic("n")
