@@ -169,6 +169,16 @@ def make_gemm_1d2d(
     contiguous = kind == "contiguous"
     n_rows_b = G * N
 
+    @T.inline
+    def walk_to_group_of(walk, t, IDX, group_m):
+        # masked: move the walk on to the group holding linear tile t (tiles are numbered
+        # group by group); the other layouts have one group
+        if T.constexpr(masked):
+            while t >= walk[2] + walk[3] * nb_count:
+                walk[2] = walk[2] + walk[3] * nb_count
+                walk[1] = walk[1] + 1
+                walk[3] = T.truncdiv(_group_rows(IDX, walk[1], group_m) + (BM - 1), BM)
+
     @T.function
     def gemm_1d2d(
         A: T.Tensor((M, K), FP8, align=16),
@@ -225,12 +235,7 @@ def make_gemm_1d2d(
             T.ptx.setmaxnreg.dec.sync.aligned.u32(_PRODUCER_REGS)
             if tid == 0:
                 for t in T.serial(first, walk[0], step=clusters):
-                    if T.constexpr(masked):
-                        # the group holding linear tile t (tiles numbered group by group)
-                        while t >= walk[2] + walk[3] * nb_count:
-                            walk[2] = walk[2] + walk[3] * nb_count
-                            walk[1] = walk[1] + 1
-                            walk[3] = T.truncdiv(_group_rows(IDX, walk[1], group_m) + (BM - 1), BM)
+                    walk_to_group_of(walk, t, IDX, group_m)
                     cm, tn = dsl.grouped_tile(t - walk[2], walk[3], nb_count, GROUP_M // CL)
                     tm = cm * CL + rank
                     a_row, _, b_row, _, _ = _tile_coords(
@@ -285,11 +290,7 @@ def make_gemm_1d2d(
             t_in = tid % 128
             r_in = m_off + 16 * (t_in // 32) + (t_in % 32) // 4
             for t in T.serial(first, walk[0], step=clusters):
-                if T.constexpr(masked):
-                    while t >= walk[2] + walk[3] * nb_count:
-                        walk[2] = walk[2] + walk[3] * nb_count
-                        walk[1] = walk[1] + 1
-                        walk[3] = T.truncdiv(_group_rows(IDX, walk[1], group_m) + (BM - 1), BM)
+                walk_to_group_of(walk, t, IDX, group_m)
                 cm, tn = dsl.grouped_tile(t - walk[2], walk[3], nb_count, GROUP_M // CL)
                 tm = cm * CL + rank
                 # D rows of this tile: [row_base, row_end); A scale rows past the end read
