@@ -96,13 +96,29 @@ def _check_k(fn: str, K: int) -> None:
         )
 
 
-def _check_contiguous(d, a, sfa, b, sfb, m_indices) -> tuple[int, int, int, int]:
-    """(M, N, K, G) of valid contiguous-layout arguments; ValueError naming the argument."""
-    fn = _CONTIGUOUS
+def _check_dtypes(fn: str, a, sfa, d, index_name: str, index) -> None:
+    """a e4m3, sfa fp32, d bf16 and the int32 group index ``index_name`` (m_indices or
+    masked_m)."""
     _dtype(fn, "a", a, torch.float8_e4m3fn)
     _dtype(fn, "sfa", sfa, torch.float32)
     _dtype(fn, "d", d, torch.bfloat16)
-    _dtype(fn, "m_indices", m_indices, torch.int32)
+    _dtype(fn, index_name, index, torch.int32)
+
+
+def _check_memories(fn: str, a, sfa, b, sfb, d, index_name: str, index) -> None:
+    """Every tensor on a's device; all but the scales (read through their strides)
+    contiguous."""
+    device = a.get_device()
+    for name, t in (("a", a), ("b", b), ("d", d), (index_name, index)):
+        check_memory(fn, name, t, device)
+    check_memory(fn, "sfa", sfa, device, contiguous=False)
+    check_memory(fn, "sfb", sfb, device, contiguous=False)
+
+
+def _check_contiguous(d, a, sfa, b, sfb, m_indices) -> tuple[int, int, int, int]:
+    """(M, N, K, G) of valid contiguous-layout arguments; ValueError naming the argument."""
+    fn = _CONTIGUOUS
+    _check_dtypes(fn, a, sfa, d, "m_indices", m_indices)
     if a.dim() != 2:
         raise ValueError(f"{fn}: a must be 2-D (M, K), got shape {tuple(a.shape)}")
     M, K = a.shape
@@ -118,21 +134,14 @@ def _check_contiguous(d, a, sfa, b, sfb, m_indices) -> tuple[int, int, int, int]
     _shape(fn, "sfa", sfa, (M, K // 128), "(M, K/128)")
     _shape(fn, "m_indices", m_indices, (M,), "(M,)")
     _shape(fn, "d", d, (M, N), "(M, N)")
-    device = a.get_device()
-    for name, t in (("a", a), ("b", b), ("d", d), ("m_indices", m_indices)):
-        check_memory(fn, name, t, device)
-    check_memory(fn, "sfa", sfa, device, contiguous=False)
-    check_memory(fn, "sfb", sfb, device, contiguous=False)
+    _check_memories(fn, a, sfa, b, sfb, d, "m_indices", m_indices)
     return M, N, K, G
 
 
 def _check_masked(d, a, sfa, b, sfb, masked_m, expected_m) -> tuple[int, int, int, int]:
     """(G, Mg, N, K) of valid masked-layout arguments; ValueError naming the argument."""
     fn = _MASKED
-    _dtype(fn, "a", a, torch.float8_e4m3fn)
-    _dtype(fn, "sfa", sfa, torch.float32)
-    _dtype(fn, "d", d, torch.bfloat16)
-    _dtype(fn, "masked_m", masked_m, torch.int32)
+    _check_dtypes(fn, a, sfa, d, "masked_m", masked_m)
     if a.dim() != 3:
         raise ValueError(f"{fn}: a must be 3-D (G, M, K), got shape {tuple(a.shape)}")
     _, Mg, K = a.shape
@@ -149,11 +158,7 @@ def _check_masked(d, a, sfa, b, sfb, masked_m, expected_m) -> tuple[int, int, in
     _shape(fn, "sfa", sfa, (G, Mg, K // 128), "(G, M, K/128)")
     _shape(fn, "masked_m", masked_m, (G,), "(G,)")
     _shape(fn, "d", d, (G, Mg, N), "(G, M, N)")
-    device = a.get_device()
-    for name, t in (("a", a), ("b", b), ("d", d), ("masked_m", masked_m)):
-        check_memory(fn, name, t, device)
-    check_memory(fn, "sfa", sfa, device, contiguous=False)
-    check_memory(fn, "sfb", sfb, device, contiguous=False)
+    _check_memories(fn, a, sfa, b, sfb, d, "masked_m", masked_m)
     return G, Mg, N, K
 
 
