@@ -20,13 +20,7 @@ from tirx_kernels.deepgemm.fp8_gemm import (
 )
 from tirx_kernels.deepgemm.kernels import fp8_gemm_nt as kernel
 
-
-@pytest.fixture(autouse=True)
-def _gpu():
-    try:
-        testing.skip_unless_gpu(kernel.KERNEL_META)
-    except Exception as skip:  # unittest.SkipTest
-        pytest.skip(str(skip))
+pytestmark = testing.needs_gpu(kernel.KERNEL_META)
 
 
 @pytest.mark.parametrize("name", schedule.SCHEDULES)

@@ -17,13 +17,7 @@ from tirx_kernels.deepgemm.m_grouped import (
     m_grouped_fp8_gemm_nt_masked,
 )
 
-
-@pytest.fixture(autouse=True)
-def _gpu():
-    try:
-        testing.skip_unless_gpu(contiguous.KERNEL_META)
-    except Exception as skip:  # unittest.SkipTest
-        pytest.skip(str(skip))
+pytestmark = testing.needs_gpu(contiguous.KERNEL_META)
 
 
 @pytest.mark.parametrize("N, K", [(256, 384), (384, 256)])

@@ -72,13 +72,6 @@ CONTIGUOUS_BAD = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CONTIGUOUS_BAD))
-def test_contiguous_bad_arguments_raise_value_error_naming_them(case):
-    over, message = CONTIGUOUS_BAD[case]
-    with pytest.raises(ValueError, match=message):
-        _check_contiguous(**_contiguous_args(**over))
-
-
 def _masked_args(G=2, Mg=64, N=256, K=384, **over):
     args = {
         "d": torch.empty(G, Mg, N, dtype=BF16),
@@ -112,11 +105,25 @@ MASKED_BAD = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(MASKED_BAD))
-def test_masked_bad_arguments_raise_value_error_naming_them(case):
-    over, message = MASKED_BAD[case]
+# (layout, the layout's argument check, its valid arguments, the bad cases)
+LAYOUTS = [
+    ("contiguous", _check_contiguous, _contiguous_args, CONTIGUOUS_BAD),
+    ("masked", _check_masked, _masked_args, MASKED_BAD),
+]
+
+
+@pytest.mark.parametrize(
+    "check, valid_args, case",
+    [
+        pytest.param(check, valid_args, bad[case], id=f"{layout}-{case}")
+        for layout, check, valid_args, bad in LAYOUTS
+        for case in sorted(bad)
+    ],
+)
+def test_bad_arguments_raise_value_error_naming_them(check, valid_args, case):
+    over, message = case
     with pytest.raises(ValueError, match=message):
-        _check_masked(**_masked_args(**over))
+        check(**valid_args(**over))
 
 
 def test_wrappers_check_recipe_and_pairs_before_launching():
