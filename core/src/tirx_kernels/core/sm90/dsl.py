@@ -148,6 +148,28 @@ def mma_ksteps(acc, da, db, a_steps, b_steps, accumulate, n, ab_dtype, trans_a=0
 
 
 @T.inline
+def persistent_entry(clusters, cluster, smem):
+    """Enter a warp-specialized persistent kernel: ``clusters`` clusters of ``cluster`` CTAs
+    (along x; 1: no cluster launch) of 384 threads (a producer and two consumer warpgroups),
+    ``smem`` bytes of dynamic shared memory each, one CTA per SM."""
+    if T.constexpr(cluster == 1):
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=clusters, block=384, dynamic_smem_bytes=smem),
+            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
+        )
+    else:
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(
+                grid=clusters * cluster,
+                block=384,
+                cluster=(cluster, 1, 1),
+                dynamic_smem_bytes=smem,
+            ),
+            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
+        )
+
+
+@T.inline
 def wgmma_fence():
     T.ptx.wgmma.fence.sync.aligned()
 

@@ -250,21 +250,7 @@ def make_gemm(
 
     @T.inline
     def body(A, B, C, WS, LOCK, BIAS, alpha, beta):
-        if T.constexpr(cluster_m == 1):
-            T.device_entry(
-                launch=T.cuda.LaunchConfig(grid=ctas, block=384, dynamic_smem_bytes=smem),
-                kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
-            )
-        else:
-            T.device_entry(
-                launch=T.cuda.LaunchConfig(
-                    grid=ctas * cluster_m,
-                    block=384,
-                    cluster=(cluster_m, 1, 1),
-                    dynamic_smem_bytes=smem,
-                ),
-                kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
-            )
+        dsl.persistent_entry(ctas, cluster_m, smem)
         tid = T.cuda.thread_idx("x")
         wg = tid // 128
         rank = T.cuda.block_idx("x") % cluster_m

@@ -188,18 +188,7 @@ def make_gemm_1d2d(
         D: T.Tensor((M, N), "bfloat16", align=16),
         IDX: T.Tensor((M if contiguous else G,), "int32", align=4),
     ):
-        if T.constexpr(CL == 1):
-            T.device_entry(
-                launch=T.cuda.LaunchConfig(grid=num_sms, block=384, dynamic_smem_bytes=smem),
-                kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
-            )
-        else:
-            T.device_entry(
-                launch=T.cuda.LaunchConfig(
-                    grid=clusters * CL, block=384, cluster=(CL, 1, 1), dynamic_smem_bytes=smem
-                ),
-                kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
-            )
+        dsl.persistent_entry(clusters, CL, smem)
         tid = T.cuda.thread_idx("x")
         wg = tid // 128
         rank = T.cuda.block_idx("x") % CL  # this CTA's M tile of its cluster's pair

@@ -89,10 +89,7 @@ def make_fp8_gemm_nt(
         SFB: T.Tensor((sf_n_count, kb_count), "float32", align=4),
         D: T.Tensor((M, N), "bfloat16", align=16),
     ):
-        T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=num_sms, block=384, dynamic_smem_bytes=smem),
-            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
-        )
+        dsl.persistent_entry(num_sms, 1, smem)
         tid = T.cuda.thread_idx("x")
         wg = tid // 128
         first = T.cuda.block_idx("x")
