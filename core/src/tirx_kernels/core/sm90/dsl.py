@@ -314,6 +314,20 @@ class Ring:
         self.phase = 0
 
     @T.inline
+    def setup(self, tid, cluster=1):
+        """The warp-specialized GEMMs' start: thread ``tid == 0`` initializes the barriers
+        (one elected lane per consumer warp of the ``cluster`` CTAs, 8 per CTA) and fences
+        them, every thread of the cluster waits for that, then all :meth:`reset`."""
+        if tid == 0:
+            self.init(8 * cluster)
+            self.fence_init(cluster > 1)
+        if T.constexpr(cluster == 1):
+            T.cuda.cta_sync()
+        else:
+            cluster_sync()
+        self.reset()
+
+    @T.inline
     def advance(self):
         self.stage = self.stage + 1
         if self.stage == self.stages:

@@ -257,14 +257,7 @@ def make_gemm(
         first = T.cuda.block_idx("x") // cluster_m
         arena = T.alloc_shared((smem // 2,), tdt, scope="shared.dyn", align=1024)
         ring = dsl.Ring(stages)
-        if tid == 0:
-            ring.init(8 * cluster_m)  # one elected lane per consumer warp of the cluster
-            ring.fence_init(cluster_m > 1)
-        if T.constexpr(cluster_m == 1):
-            T.cuda.cta_sync()
-        else:
-            dsl.cluster_sync()
-        ring.reset()
+        ring.setup(tid, cluster_m)
         if wg == 0:
             T.ptx.setmaxnreg.dec.sync.aligned.u32(_PRODUCER_REGS)
             if tid == 0:

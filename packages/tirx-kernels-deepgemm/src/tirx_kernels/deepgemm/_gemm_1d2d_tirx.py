@@ -199,14 +199,7 @@ def make_gemm_1d2d(
         # M tiles of the group]
         walk = T.alloc_local((4,), "int32")
         group_m = T.truncdiv(M, G)  # masked: rows per group
-        if tid == 0:
-            ring.init(8 * CL)  # one elected lane per consumer warp of the cluster
-            ring.fence_init(CL > 1)
-        if T.constexpr(CL == 1):
-            T.cuda.cta_sync()
-        else:
-            dsl.cluster_sync()
-        ring.reset()
+        ring.setup(tid, CL)
         # a cluster's spare M tile (past M: zero-filled A, nothing stored) keeps pairs whole
         walk[0] = T.truncdiv(T.truncdiv(M + (BM - 1), BM) + (CL - 1), CL) * nb_count
         if T.constexpr(masked):

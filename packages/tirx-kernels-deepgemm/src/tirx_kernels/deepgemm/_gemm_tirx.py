@@ -97,11 +97,7 @@ def make_fp8_gemm_nt(
         total = num_m * nb_count
         arena = T.alloc_shared((smem,), FP8, scope="shared.dyn", align=1024)
         ring = dsl.Ring(stages)
-        if tid == 0:
-            ring.init(8)  # one elected lane per consumer warp
-            ring.fence_init()
-        T.cuda.cta_sync()
-        ring.reset()
+        ring.setup(tid)
         if wg == 0:
             T.ptx.setmaxnreg.dec.sync.aligned.u32(_PRODUCER_REGS)
             if tid == 0:
