@@ -176,3 +176,18 @@ def test_grouped_kernels_walk_groups_on_the_device():
     assert "IDX_ptr[" in src and "m64n64k32_f32_e4m3_e4m3" in src
     with pytest.raises(ValueError, match="contiguous layout takes bm = 128"):
         make_gemm_1d2d("contiguous", 256, 384, 64, 64, 2)
+
+
+@pytest.mark.parametrize(
+    ("kind", "groups", "bm", "sfa_rows"),
+    [
+        ("normal", 1, 128, 3),
+        ("contiguous", 2, 128, 3),  # one (M, K) A: its scales are one (K/128, MP) matrix
+        ("masked", 3, 64, 9),  # per-group A blocks: (G*K/128, MP)
+    ],
+)
+def test_kernel_sfa_shape_is_what_the_op_passes(kind, groups, bm, sfa_rows):
+    from tirx_kernels.deepgemm._gemm_1d2d_tirx import make_gemm_1d2d
+
+    sfa = make_gemm_1d2d(kind, 256, 384, bm, 64, groups).params[2]
+    assert sfa.name == "SFA" and int(sfa.shape[0]) == sfa_rows

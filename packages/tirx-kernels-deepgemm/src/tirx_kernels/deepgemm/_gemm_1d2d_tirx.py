@@ -168,6 +168,7 @@ def make_gemm_1d2d(
     masked = kind == "masked"
     contiguous = kind == "contiguous"
     n_rows_b = G * N
+    sfa_rows = (G if masked else 1) * kb_count  # contiguous A is one (M, K) matrix
 
     @T.inline
     def walk_to_group_of(walk, t, IDX, group_m):
@@ -183,7 +184,7 @@ def make_gemm_1d2d(
     def gemm_1d2d(
         A: T.Tensor((M, K), FP8, align=16),
         B: T.Tensor((n_rows_b, K), FP8, align=16),
-        SFA: T.Tensor((G * kb_count, MP), "float32", align=4),
+        SFA: T.Tensor((sfa_rows, MP), "float32", align=4),
         SFB: T.Tensor((n_rows_b // 128, kb_count), "float32", align=4),
         D: T.Tensor((M, N), "bfloat16", align=16),
         IDX: T.Tensor((M if contiguous else G,), "int32", align=4),
