@@ -65,3 +65,17 @@ def test_fullgraph_compile_traces_through_the_ops():
 def test_a_bad_op_name_is_refused():
     with pytest.raises(ValueError, match="must be a Python identifier"):
         public_op("bad-name")
+
+
+@public_op("test_add_into", schema="(Tensor(a!) out, Tensor x, float value) -> ()")
+def add_into(out, *args) -> None:
+    x, value = args
+    out.copy_(x + value)
+
+
+def test_a_given_schema_replaces_the_inferred_one():
+    schema = str(torch.ops.tirx_kernels.test_add_into.default._schema)
+    assert schema == "tirx_kernels::test_add_into(Tensor(a!) out, Tensor x, float value) -> ()"
+    out, x = torch.empty(3), torch.arange(3.0)
+    torch.ops.tirx_kernels.test_add_into(out, x, value=0.5)
+    assert torch.equal(out, x + 0.5)

@@ -35,20 +35,23 @@ def public_op(
     *,
     mutates_args: Sequence[str] = (),
     fake: Callable[..., Any] | None = None,
+    schema: str | None = None,
 ) -> Callable[[Callable[..., Any]], Any]:
     """Declare the decorated function as ``torch.ops.tirx_kernels.<name>``.
 
     ``mutates_args`` names every tensor argument the op writes (outputs and in-place
     inputs); ``fake`` computes the outputs' metadata for ops that return tensors (the
-    default suits ops that return None). Returns the op, callable
-    like the function (the ``torch.ops.tirx_kernels.<name>`` packet).
+    default suits ops that return None). ``schema`` (``"(Tensor(a!) out, float eps) -> ()"``)
+    replaces the one inferred from the annotations and ``mutates_args``: for ops that share
+    a parameter list. Returns the op, callable like the function (the
+    ``torch.ops.tirx_kernels.<name>`` packet).
     """
     if not name.isidentifier():
         raise ValueError(f"public op name {name!r} must be a Python identifier")
 
     def declare(func: Callable[..., Any]) -> Any:
-        schema = torch.library.infer_schema(func, mutates_args=tuple(mutates_args))
-        _LIBRARY.define(name + schema)
+        signature = schema or torch.library.infer_schema(func, mutates_args=tuple(mutates_args))
+        _LIBRARY.define(name + signature)
         for key in ("CUDA", "CPU"):
             _LIBRARY.impl(name, func, key)
         torch.library.register_fake(

@@ -203,33 +203,26 @@ def _outplace_plan(q, k, q_rope, k_rope, pos_ids, rotary_dim, interleave, rope_s
     return _host.lookup(_PLANS, key, _resolve, "apply_rope_pos_ids", *args)
 
 
-@public_op("flashinfer_apply_rope_pos_ids_inplace", mutates_args=("q", "k"))
-def _apply_rope_pos_ids_inplace(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    pos_ids: torch.Tensor,
-    rotary_dim: int,
-    interleave: bool,
-    rope_scale: float,
-    rope_theta: float,
-) -> None:
-    _inplace_plan(q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_theta)(q, k, pos_ids)
+# the parameters both ops take after their tensors (upstream's order), spelled once
+_ROPE_PARAMS = (
+    "Tensor pos_ids, SymInt rotary_dim, bool interleave, float rope_scale, float rope_theta"
+)
 
 
-@public_op("flashinfer_apply_rope_pos_ids", mutates_args=("q_rope", "k_rope"))
-def _apply_rope_pos_ids(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    q_rope: torch.Tensor,
-    k_rope: torch.Tensor,
-    pos_ids: torch.Tensor,
-    rotary_dim: int,
-    interleave: bool,
-    rope_scale: float,
-    rope_theta: float,
-) -> None:
-    args = (rotary_dim, interleave, rope_scale, rope_theta)
-    _outplace_plan(q, k, q_rope, k_rope, pos_ids, *args)(q, k, pos_ids, q_rope, k_rope)
+@public_op(
+    "flashinfer_apply_rope_pos_ids_inplace",
+    schema=f"(Tensor(a0!) q, Tensor(a1!) k, {_ROPE_PARAMS}) -> ()",
+)
+def _apply_rope_pos_ids_inplace(q, k, pos_ids, *scalars) -> None:
+    _inplace_plan(q, k, pos_ids, *scalars)(q, k, pos_ids)
+
+
+@public_op(
+    "flashinfer_apply_rope_pos_ids",
+    schema=f"(Tensor q, Tensor k, Tensor(a2!) q_rope, Tensor(a3!) k_rope, {_ROPE_PARAMS}) -> ()",
+)
+def _apply_rope_pos_ids(q, k, q_rope, k_rope, pos_ids, *scalars) -> None:
+    _outplace_plan(q, k, q_rope, k_rope, pos_ids, *scalars)(q, k, pos_ids, q_rope, k_rope)
 
 
 _INPLACE = torch.ops.tirx_kernels.flashinfer_apply_rope_pos_ids_inplace.default
