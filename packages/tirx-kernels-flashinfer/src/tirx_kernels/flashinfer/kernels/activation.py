@@ -40,85 +40,34 @@ KERNEL_META = {
 
 PUBLIC_OPS = ("flashinfer_silu_and_mul", "flashinfer_gelu_and_mul", "flashinfer_gelu_tanh_and_mul")
 
-CONFIGS = [
-    {"label": "silu_bf16_t1_d4096", "act": "silu", "dtype": "bfloat16", "tokens": 1, "d": 4096},
-    {
-        "label": "silu_bf16_t4113_d11008",
-        "act": "silu",
-        "dtype": "bfloat16",
-        "tokens": 4113,
-        "d": 11008,
-    },
-    {
-        "label": "silu_fp16_t127_d14336",
-        "act": "silu",
-        "dtype": "float16",
-        "tokens": 127,
-        "d": 14336,
-    },
-    {"label": "silu_bf16_t7_d3420", "act": "silu", "dtype": "bfloat16", "tokens": 7, "d": 3420},
-    {"label": "gelu_bf16_t33_d18944", "act": "gelu", "dtype": "bfloat16", "tokens": 33, "d": 18944},
-    {
-        "label": "gelu_fp16_t1001_d4096",
-        "act": "gelu",
-        "dtype": "float16",
-        "tokens": 1001,
-        "d": 4096,
-    },
-    {
-        "label": "gelu_tanh_bf16_t16_d14336",
-        "act": "gelu_tanh",
-        "dtype": "bfloat16",
-        "tokens": 16,
-        "d": 14336,
-    },
-    {
-        "label": "gelu_tanh_fp16_t2049_d11008",
-        "act": "gelu_tanh",
-        "dtype": "float16",
-        "tokens": 2049,
-        "d": 11008,
-    },
+# (act, dtype, tokens, d)
+_TEST_ROWS = [
+    ("silu", "bfloat16", 1, 4096),
+    ("silu", "bfloat16", 4113, 11008),
+    ("silu", "float16", 127, 14336),
+    ("silu", "bfloat16", 7, 3420),
+    ("gelu", "bfloat16", 33, 18944),
+    ("gelu", "float16", 1001, 4096),
+    ("gelu_tanh", "bfloat16", 16, 14336),
+    ("gelu_tanh", "float16", 2049, 11008),
 ]
-
+_BENCH_ROWS = [
+    ("silu", "bfloat16", 1, 14336),
+    ("silu", "bfloat16", 16, 14336),
+    ("silu", "bfloat16", 512, 14336),
+    ("silu", "bfloat16", 16384, 14336),
+    ("gelu", "float16", 4096, 11008),
+    ("gelu_tanh", "bfloat16", 16384, 4096),
+    ("silu", "float16", 16383, 18944),
+]
+_ABBR = {"bfloat16": "bf16", "float16": "fp16"}
+CONFIGS = [
+    {"label": f"{a}_{_ABBR[dt]}_t{t}_d{d}", "act": a, "dtype": dt, "tokens": t, "d": d}
+    for a, dt, t, d in _TEST_ROWS
+]
 BENCH_CONFIGS = [
-    {"label": "silu_bf16_t1_d14336", "act": "silu", "dtype": "bfloat16", "tokens": 1, "d": 14336},
-    {"label": "silu_bf16_t16_d14336", "act": "silu", "dtype": "bfloat16", "tokens": 16, "d": 14336},
-    {
-        "label": "silu_bf16_t512_d14336",
-        "act": "silu",
-        "dtype": "bfloat16",
-        "tokens": 512,
-        "d": 14336,
-    },
-    {
-        "label": "silu_bf16_t16384_d14336",
-        "act": "silu",
-        "dtype": "bfloat16",
-        "tokens": 16384,
-        "d": 14336,
-    },
-    {
-        "label": "gelu_fp16_t4096_d11008",
-        "act": "gelu",
-        "dtype": "float16",
-        "tokens": 4096,
-        "d": 11008,
-    },
-    {
-        "label": "gelu_tanh_bf16_t16384_d4096",
-        "act": "gelu_tanh",
-        "dtype": "bfloat16",
-        "tokens": 16384,
-        "d": 4096,
-    },
-    {
-        "label": "silu_fp16_t16383_d18944",
-        "act": "silu",
-        "dtype": "float16",
-        "tokens": 16383,
-        "d": 18944,
-    },
+    {"label": f"{a}_{_ABBR[dt]}_t{t}_d{d}", "act": a, "dtype": dt, "tokens": t, "d": d}
+    for a, dt, t, d in _BENCH_ROWS
 ]
 
 
