@@ -41,7 +41,6 @@ KERNEL_META = {
     "compute_capability": 9,
     "archs": ["sm_90a"],
     "description": "C = all_gather(A_local) @ B^T over NCCL on 2 GPUs, then the TIRx GEMM",
-    "dtypes": ["bfloat16", "float16"],
     "num_gpus": 2,
 }
 

@@ -31,7 +31,6 @@ KERNEL_META = {
     "category": "basic",
     "archs": ["sm_90a"],
     "compute_capability": 9,
-    "dtypes": ["bfloat16", "float16"],
 }
 PUBLIC_OPS = ("basic_gemm", "basic_matmul")
 

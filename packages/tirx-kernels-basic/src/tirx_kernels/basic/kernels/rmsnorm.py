@@ -23,7 +23,6 @@ KERNEL_META = {
     "compute_capability": 9,
     "archs": ["sm_90a"],
     "description": "RMSNorm over the last dim, bf16/fp16 in/out, fp32 accumulation",
-    "dtypes": ["bfloat16", "float16"],
 }
 
 PUBLIC_OPS = ("basic_rmsnorm",)

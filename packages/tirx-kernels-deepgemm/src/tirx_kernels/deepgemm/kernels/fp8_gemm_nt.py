@@ -55,7 +55,6 @@ KERNEL_META = {
     "compute_capability": 9,
     "archs": ["sm_90a"],
     "description": "FP8 e4m3 GEMM NT with 1x128 / 128x128 fp32 block scales (1D2D), bf16 out",
-    "dtypes": ["float8_e4m3fn"],
 }
 
 PUBLIC_OPS = ("deepgemm_fp8_gemm_nt",)

@@ -36,7 +36,6 @@ KERNEL_META = {
     "compute_capability": 9,
     "archs": ["sm_90a"],
     "description": "M-grouped FP8 e4m3 GEMM NT, contiguous layout (MoE), 1D2D scales, bf16 out",
-    "dtypes": ["float8_e4m3fn"],
 }
 
 PUBLIC_OPS = ("deepgemm_m_grouped_fp8_gemm_nt_contiguous",)

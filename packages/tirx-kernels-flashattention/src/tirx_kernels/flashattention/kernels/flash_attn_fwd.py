@@ -38,7 +38,6 @@ KERNEL_META = {
     "compute_capability": 9,
     "archs": ["sm_90a"],
     "description": "attention forward with lse, MHA/GQA/MQA, causal (FlashAttention-3 port)",
-    "dtypes": ["bfloat16", "float16"],
 }
 
 PUBLIC_OPS = ("flashattention_fwd",)

@@ -36,7 +36,6 @@ KERNEL_META = {
     "compute_capability": 9,
     "archs": ["sm_90a"],
     "description": "packed variable-length attention forward with lse (FlashAttention-3 port)",
-    "dtypes": ["bfloat16", "float16"],
 }
 
 PUBLIC_OPS = ("flashattention_varlen_fwd",)

@@ -35,7 +35,6 @@ KERNEL_META = {
     "compute_capability": 9,
     "archs": ["sm_90a"],
     "description": "act(x[:, :d]) * x[:, d:] for silu / gelu / gelu_tanh (FlashInfer port)",
-    "dtypes": ["bfloat16", "float16"],
 }
 
 PUBLIC_OPS = ("flashinfer_silu_and_mul", "flashinfer_gelu_and_mul", "flashinfer_gelu_tanh_and_mul")

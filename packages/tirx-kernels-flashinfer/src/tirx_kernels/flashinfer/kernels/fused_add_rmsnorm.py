@@ -34,7 +34,6 @@ KERNEL_META = {
     "compute_capability": 9,
     "archs": ["sm_90a"],
     "description": "FlashInfer fused residual add + RMSNorm (in place), bf16/fp16, fp32 math",
-    "dtypes": ["bfloat16", "float16"],
 }
 
 PUBLIC_OPS: tuple[str, ...] = ("flashinfer_fused_add_rmsnorm",)

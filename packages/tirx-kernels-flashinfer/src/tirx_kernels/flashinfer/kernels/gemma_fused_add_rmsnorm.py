@@ -35,7 +35,6 @@ KERNEL_META = {
     "compute_capability": 9,
     "archs": ["sm_90a"],
     "description": "FlashInfer Gemma fused residual add + RMSNorm, (1 + w); bf16/fp16, fp32 math",
-    "dtypes": ["bfloat16", "float16"],
 }
 
 PUBLIC_OPS: tuple[str, ...] = ("flashinfer_gemma_fused_add_rmsnorm",)

@@ -35,7 +35,6 @@ KERNEL_META = {
     "compute_capability": 9,
     "archs": ["sm_90a"],
     "description": "FlashInfer LayerNorm (norm.cuh generalLayerNorm), bf16 x, fp32 gamma/beta",
-    "dtypes": ["bfloat16"],
 }
 
 TEST_SHAPES = [

@@ -32,7 +32,6 @@ KERNEL_META = {
     "compute_capability": 9,
     "archs": ["sm_90a"],
     "description": "FlashInfer RMSNorm (norm.cuh RMSNormKernel), bf16/fp16, fp32 math",
-    "dtypes": ["bfloat16", "float16"],
 }
 
 PUBLIC_OPS: tuple[str, ...] = ("flashinfer_rmsnorm",)

@@ -30,7 +30,6 @@ KERNEL_META = {
     "compute_capability": 9,
     "archs": ["sm_90a"],
     "description": "RoPE with position ids, in place on q and k (FlashInfer port)",
-    "dtypes": ["bfloat16", "float16"],
 }
 
 PUBLIC_OPS = ("flashinfer_apply_rope_pos_ids_inplace", "flashinfer_apply_rope_pos_ids")

@@ -51,7 +51,6 @@ KERNEL_META = {
     "compute_capability": 9,
     "archs": ["sm_90a"],
     "description": "Dense MLA decode over a paged KV cache, split-KV + combine (FlashMLA port)",
-    "dtypes": ["bfloat16", "float16"],
 }
 
 PUBLIC_OPS = ("flash_mla_with_kvcache",)
