@@ -133,8 +133,14 @@ def run_test(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal)
     scale = d**-0.5
     out, lse = flash_attn_func(**data, softmax_scale=scale, causal=causal)
     torch.cuda.synchronize()
-    want, want_lse = reference(**data, softmax_scale=scale, causal=causal)
-    low, _ = reference(**data, softmax_scale=scale, causal=causal, upcast=False)
+    check(out, lse, data, scale, causal)
+
+
+def check(out, lse, data, softmax_scale, causal, reference=reference):
+    """out and lse of the op on ``data`` against ``reference``'s: out by :func:`check_out`
+    (fp32 and input-dtype references), lse by :func:`check_lse`."""
+    want, want_lse = reference(**data, softmax_scale=softmax_scale, causal=causal)
+    low, _ = reference(**data, softmax_scale=softmax_scale, causal=causal, upcast=False)
     check_out(out, want, low)
     check_lse(lse, want_lse)
 
