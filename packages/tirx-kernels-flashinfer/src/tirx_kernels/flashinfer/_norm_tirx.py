@@ -46,6 +46,7 @@ the compiler (each ``make_*`` does, on first call). Design notes: ``docs/norm.md
 from __future__ import annotations
 
 import functools
+from typing import Any, NamedTuple
 
 from ._norm_schedule import VEC, WARP_ROW, check_domain, plan
 
@@ -175,27 +176,80 @@ def row_entry(T, M, R: int, warp_rows: int, block: int, bounds):
     return enter
 
 
-def row_loads(T, dtype, M, R: int, k: int, V: int, one_row: bool):
-    """T.inline helpers ``(load_rows, zero_rows)`` for vector ``it`` of a thread's R rows
-    in registers ``xr`` (R rows of k vectors of V elements).
-
-    ``load_rows(X, xr, row0, it, c)``: columns ``c ... c + V - 1`` of rows ``row0 ...``; rows
-    past M re-read row M - 1 (never stored) unless ``one_row``. ``zero_rows(xr, it)``: zeros
-    (a padding lane's vector).
-    """
+def row_loads(T, dtype, M, hidden: int, R: int, k: int, V: int, threads: int, one_row: bool):
+    """T.inline ``load_rows(X, xr, row0, tx, W=None, wr=None)``: thread ``tx``'s k vectors
+    of V elements (vector ``it`` at column ``(it * threads + tx) * V``) of rows ``row0 ...
+    row0 + R - 1`` into registers ``xr``, zeros for a padding lane's; rows past M re-read row
+    M - 1 (never stored) unless ``one_row``. With ``W``, its vectors into ``wr`` alongside."""
+    exact = threads * k * V == hidden
 
     @T.inline
-    def load_rows(X, xr, row0, it, c):
-        for r in T.unroll(R):
-            src = row0 + r if one_row else T.min(row0 + r, M - 1)
-            xr[ramp(T, (r * k + it) * V, V)] = X[src, ramp(T, c, V)]
+    def load_rows(X, xr, row0, tx, W=None, wr=None):
+        for it in T.unroll(k):
+            c = (it * threads + tx) * V
+            if exact or c < hidden:
+                for r in T.unroll(R):
+                    src = row0 + r if one_row else T.min(row0 + r, M - 1)
+                    xr[ramp(T, (r * k + it) * V, V)] = X[src, ramp(T, c, V)]
+                if T.constexpr(W is not None):
+                    wr[ramp(T, it * V, V)] = W[ramp(T, c, V)]
+            else:
+                for i in T.unroll(R * V):
+                    xr[(i // V * k + it) * V + i % V] = T.cast(T.float32(0), dtype)
 
-    @T.inline
-    def zero_rows(xr, it):
-        for i in T.unroll(R * V):
-            xr[(i // V * k + it) * V + i % V] = T.cast(T.float32(0), dtype)
+    return load_rows
 
-    return load_rows, zero_rows
+
+class RowKernel(NamedTuple):
+    """The geometry and trace-time helpers make_rmsnorm and make_layernorm share."""
+
+    V: int  # elements per vector
+    k: int  # vectors per thread and row
+    threads: int  # threads per row
+    exact: bool  # the threads' vectors cover the row with no padding lane
+    R: int  # rows per thread
+    one_row: bool  # one row per CTA (or warp): no row past M is read
+    M: Any  # the dynamic row count
+    enter: Any  # row_entry's
+    block_sums: Any  # reductions'
+    partials_sum: Any
+    load_rows: Any  # row_loads'
+
+
+def row_kernel(
+    kind: str,
+    dtype,
+    hidden: int,
+    vecs_per_thread,
+    vec: int,
+    rows_per_cta: int,
+    warp_rows: int,
+    min_ctas_per_sm: int,
+) -> RowKernel:
+    """The :class:`RowKernel` of ``kind`` (``plan``'s) for make_rmsnorm's / make_layernorm's
+    schedule keywords."""
+    from tirx_kernels.core.toolchain import T
+
+    V = check_vec(hidden, vec)
+    k, threads = plan(hidden, None, kind, vecs_per_thread, vec)
+    block = row_threads(hidden, k, threads, warp_rows)
+    R = rows_per_cta
+    one_row = R * max(1, warp_rows) == 1  # else rows past M are clamped on load, not stored
+    M = T.dynamic("M")
+    block_sums, partials_sum = reductions(T, R, threads // 32)
+    return RowKernel(
+        V=V,
+        k=k,
+        threads=threads,
+        exact=threads * k * V == hidden,
+        R=R,
+        one_row=one_row,
+        M=M,
+        enter=row_entry(T, M, R, warp_rows, block, launch_bounds(T, min_ctas_per_sm)),
+        block_sums=block_sums,
+        partials_sum=partials_sum,
+        load_rows=row_loads(T, dtype, M, hidden, R, k, V, threads, one_row),
+    )
 
 
 @functools.cache
@@ -223,20 +277,11 @@ def make_rmsnorm(
     from tirx_kernels.core.toolchain import T
 
     check_domain(dtype, hidden)
-    V = check_vec(hidden, vec)
-    k, threads = plan(hidden, None, "rmsnorm", vecs_per_thread, vec)
-    block = row_threads(hidden, k, threads, warp_rows)
-    warps = threads // 32
-    exact = threads * k * V == hidden
-    R = rows_per_cta
-    one_row = R * max(1, warp_rows) == 1  # else rows past M are clamped on load, not stored
-    bounds = launch_bounds(T, min_ctas_per_sm)
-    M = T.dynamic("M")
-
+    rows = row_kernel(
+        "rmsnorm", dtype, hidden, vecs_per_thread, vec, rows_per_cta, warp_rows, min_ctas_per_sm
+    )
+    V, k, threads, exact, R, one_row, M = rows[:7]  # RowKernel's geometry
     row_f32 = row_reader(T, dtype, M, lean)
-    block_sums, _ = reductions(T, R, warps)
-    enter = row_entry(T, M, R, warp_rows, block, bounds)
-    load_rows, zero_rows = row_loads(T, dtype, M, R, k, V, one_row)
 
     @T.function
     def rmsnorm(
@@ -245,7 +290,7 @@ def make_rmsnorm(
         Y: T.Tensor((M, hidden), dtype, align=2 * V),
         eps: T.float32,
     ):
-        enter()
+        rows.enter()
         row0, tx = first_row_and_lane(T, R, warp_rows)
         xr = T.alloc_local((-(-R * k * V // 2) * 2,), dtype)  # even: viewed as words
         xw = xr.view("uint32")  # the rows' bits, for lean_f32
@@ -254,19 +299,13 @@ def make_rmsnorm(
         red = T.alloc_shared((R * 32,), "float32")
         acc = T.alloc_local((R,), "float32")
         rr = T.alloc_local((R,), "float32")
-        for it in T.unroll(k):
-            c = (it * threads + tx) * V
-            if exact or c < hidden:
-                load_rows(X, xr, row0, it, c)
-                wr[ramp(T, it * V, V)] = W[ramp(T, c, V)]
-            else:
-                zero_rows(xr, it)
+        rows.load_rows(X, xr, row0, tx, W, wr)
         for r in T.unroll(R):
             acc[r] = T.float32(0)
             for i in T.unroll(k * V):
                 xf = T.cast(xr[r * k * V + i], "float32")
                 acc[r] = acc[r] + xf * xf
-        block_sums(acc, red, tx, rr)
+        rows.block_sums(acc, red, tx, rr)
         for r in T.unroll(R):
             rr[r] = T.rsqrt(rr[r] / T.float32(hidden) + eps)
         for it in T.unroll(k):
@@ -399,13 +438,11 @@ def make_layernorm(
 
     dtype = "bfloat16"
     check_domain(dtype, hidden, bf16_only=True)
-    V = check_vec(hidden, vec)
-    k, threads = plan(hidden, None, "layernorm", vecs_per_thread, vec)
-    block = row_threads(hidden, k, threads, warp_rows)
-    warps = threads // 32
-    exact = threads * k * V == hidden
-    R = rows_per_cta
-    one_row = R * max(1, warp_rows) == 1  # else rows past M are clamped on load, not stored
+    rows = row_kernel(
+        "layernorm", dtype, hidden, vecs_per_thread, vec, rows_per_cta, warp_rows, min_ctas_per_sm
+    )
+    V, k, threads, exact, R, one_row, M = rows[:7]  # RowKernel's geometry
+    row_f32 = row_reader(T, dtype, M, lean)
     # lean: a volatile (PTX) load, which nvcc cannot hoist above the barriers into registers
     gb_ptx = keep_gamma_beta or lean
     if gb_ptx and V != VEC:
@@ -413,14 +450,8 @@ def make_layernorm(
     gb_lanes = min(4, V)
     gb_loads = V // gb_lanes
     gb_load = LD_EVICT_LAST_F32X4 if keep_gamma_beta else LD_F32X4
-    bounds = launch_bounds(T, min_ctas_per_sm)
-    M = T.dynamic("M")
-
-    row_f32 = row_reader(T, dtype, M, lean)
-    block_sums, partials_sum = reductions(T, R, warps)
-    enter = row_entry(T, M, R, warp_rows, block, bounds)
-    load_rows, zero_rows = row_loads(T, dtype, M, R, k, V, one_row)
-    resum_mean = lean and warps > 1  # one warp keeps its mean in a register
+    block_sums, partials_sum = rows.block_sums, rows.partials_sum
+    resum_mean = lean and threads // 32 > 1  # one warp keeps its mean in a register
 
     @T.function
     def layernorm(
@@ -430,7 +461,7 @@ def make_layernorm(
         Y: T.Tensor((M, hidden), dtype, align=2 * V),
         eps: T.float32,
     ):
-        enter()
+        rows.enter()
         row0, tx = first_row_and_lane(T, R, warp_rows)
         xr = T.alloc_local((-(-R * k * V // 2) * 2,), dtype)  # even: viewed as words
         xw = xr.view("uint32")  # the row's bits, for lean_f32
@@ -442,12 +473,7 @@ def make_layernorm(
         acc = T.alloc_local((R,), "float32")
         mean = T.alloc_local((R,), "float32")
         rstd = T.alloc_local((R,), "float32")
-        for it in T.unroll(k):
-            c = (it * threads + tx) * V
-            if exact or c < hidden:
-                load_rows(X, xr, row0, it, c)
-            else:
-                zero_rows(xr, it)
+        rows.load_rows(X, xr, row0, tx)
         for r in T.unroll(R):
             acc[r] = T.float32(0)
             for i in T.unroll(k * V):
