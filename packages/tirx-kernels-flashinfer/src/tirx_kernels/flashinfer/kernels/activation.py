@@ -39,35 +39,31 @@ KERNEL_META = {
 
 PUBLIC_OPS = ("flashinfer_silu_and_mul", "flashinfer_gelu_and_mul", "flashinfer_gelu_tanh_and_mul")
 
-# (act, dtype, tokens, d)
-_TEST_ROWS = [
-    ("silu", "bfloat16", 1, 4096),
-    ("silu", "bfloat16", 4113, 11008),
-    ("silu", "float16", 127, 14336),
-    ("silu", "bfloat16", 7, 3420),
-    ("gelu", "bfloat16", 33, 18944),
-    ("gelu", "float16", 1001, 4096),
-    ("gelu_tanh", "bfloat16", 16, 14336),
-    ("gelu_tanh", "float16", 2049, 11008),
-]
-_BENCH_ROWS = [
-    ("silu", "bfloat16", 1, 14336),
-    ("silu", "bfloat16", 16, 14336),
-    ("silu", "bfloat16", 512, 14336),
-    ("silu", "bfloat16", 16384, 14336),
-    ("gelu", "float16", 4096, 11008),
-    ("gelu_tanh", "bfloat16", 16384, 4096),
-    ("silu", "float16", 16383, 18944),
+# (matrix, act, dtype, tokens, d): "test" rows are CONFIGS, "bench" rows BENCH_CONFIGS
+_ROWS = [
+    ("test", "silu", "bfloat16", 1, 4096),
+    ("test", "silu", "bfloat16", 4113, 11008),
+    ("test", "silu", "float16", 127, 14336),
+    ("test", "silu", "bfloat16", 7, 3420),
+    ("test", "gelu", "bfloat16", 33, 18944),
+    ("test", "gelu", "float16", 1001, 4096),
+    ("test", "gelu_tanh", "bfloat16", 16, 14336),
+    ("test", "gelu_tanh", "float16", 2049, 11008),
+    ("bench", "silu", "bfloat16", 1, 14336),
+    ("bench", "silu", "bfloat16", 16, 14336),
+    ("bench", "silu", "bfloat16", 512, 14336),
+    ("bench", "silu", "bfloat16", 16384, 14336),
+    ("bench", "gelu", "float16", 4096, 11008),
+    ("bench", "gelu_tanh", "bfloat16", 16384, 4096),
+    ("bench", "silu", "float16", 16383, 18944),
 ]
 _ABBR = {"bfloat16": "bf16", "float16": "fp16"}
-CONFIGS = [
-    {"label": f"{a}_{_ABBR[dt]}_t{t}_d{d}", "act": a, "dtype": dt, "tokens": t, "d": d}
-    for a, dt, t, d in _TEST_ROWS
+_MATRIX = [
+    (kind, {"label": f"{a}_{_ABBR[dt]}_t{t}_d{d}", "act": a, "dtype": dt, "tokens": t, "d": d})
+    for kind, a, dt, t, d in _ROWS
 ]
-BENCH_CONFIGS = [
-    {"label": f"{a}_{_ABBR[dt]}_t{t}_d{d}", "act": a, "dtype": dt, "tokens": t, "d": d}
-    for a, dt, t, d in _BENCH_ROWS
-]
+CONFIGS = [config for kind, config in _MATRIX if kind == "test"]
+BENCH_CONFIGS = [config for kind, config in _MATRIX if kind == "bench"]
 
 
 WRAPPERS = {"silu": silu_and_mul, "gelu": gelu_and_mul, "gelu_tanh": gelu_tanh_and_mul}
