@@ -43,9 +43,9 @@ def test_rmsnorm_default_schedule(hidden, expected):
         (1, 4096, 4096, (64, 128, 4)),  # decode: 32 tiles, split 4 -> 128 CTAs stream B
         (16, 8192, 4096, (64, 256, 4)),
         (40, 1024, 512, (64, 128, 1)),  # 8 K-blocks: too few to split
-        (128, 8192, 8192, (128, 256, 4)),
+        (128, 8192, 8192, (128, 64, 1)),  # 128 tiles: one wave without splitting
         (256, 8192, 8192, (128, 128, 1)),  # one wave of 128 tiles (was two of 128 x 64)
-        (1024, 1024, 1024, (128, 128, 2)),  # 64 tiles x 2 splits: one wave of n128
+        (1024, 1024, 1024, (128, 64, 1)),  # one wave of n64 tiles beats split n128 tiles
         (2048, 2048, 2048, (128, 256, 1)),  # 128 tiles: one wave of the widest tile
         (3000, 5120, 5120, (128, 192, 1)),  # 648 tiles = 4.9 waves beats n256's 3.6 -> 4
         (8192, 8192, 8192, (128, 256, 1)),

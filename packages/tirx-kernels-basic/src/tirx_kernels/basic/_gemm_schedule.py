@@ -31,7 +31,7 @@ EFFICIENCY[128]     0.90    n128: the A slice is re-read per 128 columns
 EFFICIENCY[64]      0.70    n64: shared-memory bandwidth bound (A + B per 64 x 64)
 SMALL_M             64      at or below, only bm=64 tiles (one tile row holds every row)
 SPLITS              1..4    more splits than 4 cost more in partials than they gain
-SPLIT_COST          0.15    the partial's round trip through L2 and the serial final sum
+SPLIT_COST          1.0     a split 2 at 1024^3 ran 1.8x the unsplit n64 tiles (docs/gemm.md)
 MIN_SPLIT_KBLOCKS   8       K-blocks per split: fewer cannot fill the 4-8 stage ring
 split only if       units   tiles * S <= SMs: split-K is for shapes under one wave
 ==================  ======  ============================================================
@@ -52,7 +52,7 @@ MAX_STAGES = 8  # ring depth cap: deeper only holds more shared memory
 EFFICIENCY = {256: 1.00, 192: 0.97, 128: 0.90, 64: 0.70}
 SMALL_M = 64
 SPLITS = (1, 2, 3, 4)
-SPLIT_COST = 0.15
+SPLIT_COST = 1.0
 MIN_SPLIT_KBLOCKS = 8
 
 
