@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
 # One H200 validation run (device tool): every kernel config through `tirx-run test`, the
-# GPU pytest files (PYTEST_ARGS), a `tirx-run bench` per kernel of BENCH_KERNELS, the per-call
+# GPU pytest paths (PYTEST_ARGS: each in its own process, in parallel), a `tirx-run bench` per kernel of BENCH_KERNELS, the per-call
 # cost of public ops (OVERHEAD_ARGS) and a suite sweep; results under $OUT. A step whose
 # variable is set to "skip" is skipped. Usage, from the repository root:
 #   TEST_ARGS="--family basic" BENCH_KERNELS="rmsnorm fp16_bf16_gemm" BENCH_ARGS="--rounds 3" \
@@ -18,8 +18,16 @@ if [ "${TEST_ARGS:-}" != skip ]; then
     > "$out/test.json" 2> "$out/test.log"; echo "tirx-run test: exit $?"
 fi
 if [ "${PYTEST_ARGS:-skip}" != skip ]; then
-  python3 -m pytest -q -p no:cacheprovider -o addopts="" ${PYTEST_ARGS} \
-    > "$out/pytest.log" 2>&1; echo "pytest: exit $?"; tail -3 "$out/pytest.log"
+  # one process per path, all at once: kernel compiles dominate, and one serial process
+  # overran 170 s on 2026-12-05 where ten parallel ones took 190 s
+  i=0
+  for path in ${PYTEST_ARGS}; do
+    i=$((i + 1))
+    ( timeout "${PYTEST_T:-400}" python3 -m pytest -q -p no:cacheprovider -o addopts="" "$path" \
+        > "$out/pytest-$i.log" 2>&1; echo "pytest $path: exit $?" >> "$out/pytest-$i.log" ) &
+  done
+  wait
+  for j in $(seq 1 "$i"); do tail -2 "$out/pytest-$j.log"; done
 fi
 if [ "${OVERHEAD_ARGS:-skip}" != skip ]; then
   python3 scripts/op_overhead.py ${OVERHEAD_ARGS} --json "$out/overhead.json" \
