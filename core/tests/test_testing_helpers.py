@@ -57,3 +57,30 @@ def test_misaligned_like_keeps_shape_and_dtype_off_16_bytes(dtype):
     m = testing.misaligned_like(t)
     assert (m.shape, m.dtype, m.device) == (t.shape, t.dtype, t.device)
     assert m.is_contiguous() and m.data_ptr() % 16 == t.element_size()
+
+
+def _two_tensor_function():
+    from tirx_kernels.core import toolchain
+
+    T = toolchain.T
+    M = T.dynamic("M")
+
+    @T.function
+    def scale_rows(X: T.Tensor((M, 8), "float32"), IDX: T.Tensor((M,), "int32"), n: T.int32):
+        T.evaluate(0)
+
+    return scale_rows
+
+
+def test_launch_mismatches_compare_arguments_with_the_kernel_parameters():
+    func = _two_tensor_function()
+    x, idx = torch.empty(5, 8), torch.zeros(5, dtype=torch.int32)
+    assert testing.launch_mismatches(func, (x, idx, 3)) == []
+    (wrong_extent,) = testing.launch_mismatches(func, (torch.empty(5, 7), idx, 3))
+    assert wrong_extent.startswith("X (5, 7)") and "shape[1], the kernel takes 8" in wrong_extent
+    (unbound,) = testing.launch_mismatches(func, (x, torch.zeros(4, dtype=torch.int32), 3))
+    assert "IDX (4,)" in unbound and "M is 5" in unbound
+    (dtype,) = testing.launch_mismatches(func, (x, idx.long(), 3))
+    assert "dtype, the kernel takes int32" in dtype
+    assert "rank" in testing.launch_mismatches(func, (x[None], idx, 3))[0]
+    assert testing.launch_mismatches(func, (x, idx)) == ["2 arguments for 3 parameters"]

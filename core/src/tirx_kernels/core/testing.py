@@ -133,6 +133,52 @@ def misaligned_like(t: torch.Tensor) -> torch.Tensor:
     return flat[1 : 1 + t.numel()].view(t.shape)
 
 
+def launch_mismatches(func: Any, args: tuple) -> list[str]:
+    """What a launch of the TIRx function ``func`` with ``args`` would reject, found on the
+    CPU: for each tensor parameter, a wrong dtype or rank, a static extent that differs, or a
+    dynamic extent (``T.dynamic``) that disagrees with its first binding. Scalar parameters
+    and extents that are expressions are not checked."""
+    problems: list[str] = []
+    bound: dict[str, int] = {}
+    if len(args) != len(func.params):
+        return [f"{len(args)} arguments for {len(func.params)} parameters"]
+    for param, arg in zip(func.params, args):
+        if not hasattr(param, "shape"):
+            continue  # a scalar
+        where = f"{param.name} {tuple(arg.shape)} {arg.dtype}"
+        if str(arg.dtype).removeprefix("torch.") != str(param.dtype):
+            problems.append(f"{where}: dtype, the kernel takes {param.dtype}")
+        if arg.dim() != len(param.shape):
+            problems.append(f"{where}: rank, the kernel takes {len(param.shape)}")
+            continue
+        for axis, (extent, size) in enumerate(zip(param.shape, arg.shape)):
+            kind = type(extent).__name__
+            if kind == "IntImm" and int(extent) != size:
+                problems.append(f"{where}: shape[{axis}], the kernel takes {int(extent)}")
+            elif kind == "Var" and bound.setdefault(str(extent), size) != size:
+                problems.append(f"{where}: shape[{axis}] = {extent} is {bound[str(extent)]}")
+    return problems
+
+
+def checked_launches(make: Callable[..., Any], launched: list) -> Callable[..., Any]:
+    """A CPU stand-in for a compile-once kernel factory: ``stand_in(*key)`` builds the
+    uncompiled kernel ``make(*key)`` and returns a launcher that appends it to ``launched``
+    and asserts that its arguments match the kernel's parameters (:func:`launch_mismatches`).
+    Patched over a family's factory, it lets an op's launch code run on CPU tensors."""
+
+    def stand_in(*key: Any, **options: Any) -> Callable[..., None]:
+        func = make(*key, **options)
+
+        def launch(*args: Any) -> None:
+            launched.append(func)
+            problems = launch_mismatches(func, args)
+            assert not problems, f"launch of {func.attrs.get('global_symbol', func)}: {problems}"
+
+        return launch
+
+    return stand_in
+
+
 def assert_fullgraph_calls(op: Any, fn: Callable[..., Any], *args: Any, refusal: str) -> None:
     """``torch.compile(fn, fullgraph=True)`` traces ``fn`` into one graph (a graph break
     raises) that calls the custom op ``op`` (Dynamo records the packet or its overload).

@@ -1,0 +1,71 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The ops' kernel arguments against the kernels' parameters, on the CPU.
+
+Each public op runs its checks and scale-layout code on CPU tensors and hands its launch
+arguments to a stand-in for the compiled kernel, which compares them with the kernel's
+(uncompiled) parameters as the launch on the GPU does. The contiguous m-grouped op once
+passed scales of the wrong shape, found only on the GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tirx_kernels.core import testing
+from tirx_kernels.deepgemm import fp8_gemm, m_grouped
+from tirx_kernels.deepgemm._gemm_1d2d_tirx import make_gemm_1d2d
+from tirx_kernels.deepgemm._gemm_tirx import make_fp8_gemm_nt
+
+E4M3, F32, BF16, I32 = torch.float8_e4m3fn, torch.float32, torch.bfloat16, torch.int32
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    """The kernels the ops launched; memory checks off (the tensors live on the CPU)."""
+    funcs: list = []
+
+    def gemm_1d2d(kind, N, K, bm, bn, num_groups=1, cluster=1):
+        return make_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster=cluster)
+
+    for module in (fp8_gemm, m_grouped):
+        monkeypatch.setattr(
+            module, "compiled_gemm_1d2d", testing.checked_launches(gemm_1d2d, funcs)
+        )
+        monkeypatch.setattr(module, "check_memory", lambda *args, **kwargs: None)
+    monkeypatch.setattr(
+        fp8_gemm, "compiled_fp8_gemm_nt", testing.checked_launches(make_fp8_gemm_nt, funcs)
+    )
+    return funcs
+
+
+@pytest.mark.parametrize("schedule", ["prefetch", "basic"])
+@pytest.mark.parametrize("M", [1, 200, 1024])
+def test_fp8_gemm_nt_launch_matches_the_kernel(launched, monkeypatch, schedule, M):
+    monkeypatch.setenv("TIRX_DEEPGEMM_SCHEDULE", schedule)
+    N, K = 256, 384
+    a = (torch.zeros(M, K, dtype=E4M3), torch.ones(M, K // 128, dtype=F32))
+    b = (torch.zeros(N, K, dtype=E4M3), torch.ones(N // 128, K // 128, dtype=F32))
+    fp8_gemm.fp8_gemm_nt(a, b, torch.empty(M, N, dtype=BF16))
+    assert len(launched) == 1
+
+
+@pytest.mark.parametrize("G", [1, 3])
+def test_m_grouped_contiguous_launch_matches_the_kernel(launched, G):
+    M, N, K = 256, 256, 384
+    a = (torch.zeros(M, K, dtype=E4M3), torch.ones(M, K // 128, dtype=F32))
+    b = (torch.zeros(G, N, K, dtype=E4M3), torch.ones(G, N // 128, K // 128, dtype=F32))
+    m_indices = torch.arange(M, dtype=I32) % G
+    m_grouped.m_grouped_fp8_gemm_nt_contiguous(a, b, torch.empty(M, N, dtype=BF16), m_indices)
+    assert len(launched) == 1
+
+
+@pytest.mark.parametrize("expected_m", [1, 64, 256])
+def test_m_grouped_masked_launch_matches_the_kernel(launched, expected_m):
+    G, Mg, N, K = 3, 256, 256, 384
+    a = (torch.zeros(G, Mg, K, dtype=E4M3), torch.ones(G, Mg, K // 128, dtype=F32))
+    b = (torch.zeros(G, N, K, dtype=E4M3), torch.ones(G, N // 128, K // 128, dtype=F32))
+    d = torch.empty(G, Mg, N, dtype=BF16)
+    masked_m = torch.full((G,), expected_m, dtype=I32)
+    m_grouped.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m)
+    assert len(launched) == 1

@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The ops' kernel arguments against the kernels' parameters, on the CPU: each op runs on
+CPU tensors and hands its launch arguments to a stand-in for the compiled kernel, which
+compares them with the kernel's (uncompiled) parameters as the launch on the GPU does."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tirx_kernels.core import testing
+from tirx_kernels.flashattention import attention, flash_attn_func, flash_attn_varlen_func
+from tirx_kernels.flashattention._attention_schedule import HEAD_DIMS
+from tirx_kernels.flashattention._attention_tirx import make_flash_fwd, make_flash_fwd_varlen
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    funcs: list = []
+
+    def make(varlen, shape, dtype, causal, scale, schedule):
+        build = make_flash_fwd_varlen if varlen else make_flash_fwd
+        return build(*shape, dtype, causal, scale, schedule)
+
+    monkeypatch.setattr(attention, "compiled", testing.checked_launches(make, funcs))
+    return funcs
+
+
+@pytest.mark.parametrize("d, dv", HEAD_DIMS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attn_func_launch_matches_the_kernel(launched, d, dv, causal):
+    q = torch.zeros(2, 131, 8, d, dtype=torch.float16)
+    k = torch.zeros(2, 77, 2, d, dtype=torch.float16)
+    v = torch.zeros(2, 77, 2, dv, dtype=torch.float16)
+    out, lse = flash_attn_func(q, k, v, causal=causal)
+    assert len(launched) == 1 and out.shape == (2, 131, 8, dv) and lse.shape == (2, 8, 131)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attn_varlen_func_launch_matches_the_kernel(launched, causal):
+    lens_q, lens_k = [5, 300, 1], [9, 260, 70]
+    cu_q = torch.tensor([0, 5, 305, 306], dtype=torch.int32)
+    cu_k = torch.tensor([0, 9, 269, 339], dtype=torch.int32)
+    q = torch.zeros(sum(lens_q), 4, 128, dtype=torch.bfloat16)
+    k = torch.zeros(sum(lens_k), 1, 128, dtype=torch.bfloat16)
+    out, lse = flash_attn_varlen_func(q, k, k, cu_q, cu_k, max(lens_q), max(lens_k), causal=causal)
+    assert len(launched) == 1 and out.shape == q.shape and lse.shape == (4, sum(lens_q))

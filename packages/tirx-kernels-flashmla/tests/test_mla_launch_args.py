@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The decode op's kernel arguments against the kernels' parameters, on the CPU: the op runs
+on CPU tensors (its CUDA-only check off) and hands both launches' arguments to stand-ins for
+the compiled kernels, which compare them with the kernels' (uncompiled) parameters as the
+launch on the GPU does."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tirx_kernels.core import testing
+from tirx_kernels.flashmla import decode
+from tirx_kernels.flashmla._mla_decode_schedule import VARIANTS
+from tirx_kernels.flashmla._mla_decode_tirx import make_combine
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    funcs: list = []
+
+    def make_decode(variant, dtype, h_q, s_q, causal):
+        return decode.DECODE_FACTORIES[variant](dtype, h_q, s_q, causal)
+
+    monkeypatch.setattr(decode, "_decode_exec", testing.checked_launches(make_decode, funcs))
+    monkeypatch.setattr(decode, "_combine_exec", testing.checked_launches(make_combine, funcs))
+    check_args = decode.check_args
+
+    def check_args_on_the_cpu(q, *args):
+        check_args(q, *args) if q.is_cuda else None
+
+    monkeypatch.setattr(decode, "check_args", check_args_on_the_cpu)
+    return funcs
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("s_q, h_q", [(1, 16), (2, 64), (1, 128)])
+def test_decode_launches_match_the_kernels(launched, monkeypatch, variant, s_q, h_q):
+    monkeypatch.setenv("TIRX_FLASHMLA_VARIANT", variant)
+    batch, blocks = 3, 4
+    lens = torch.tensor([100, 1, 256], dtype=torch.int32)
+    meta, splits = decode.get_mla_metadata(lens, s_q * h_q, 1)
+    out, lse = decode.flash_mla_with_kvcache(
+        torch.zeros(batch, s_q, h_q, 576, dtype=torch.bfloat16),
+        torch.zeros(12, 64, 1, 576, dtype=torch.bfloat16),
+        torch.arange(batch * blocks, dtype=torch.int32).view(batch, blocks),
+        lens,
+        512,
+        meta,
+        splits,
+        causal=s_q > 1,
+    )
+    assert len(launched) == 2 and out.shape == (batch, s_q, h_q, 512)
+    assert lse.shape == (batch, h_q, s_q)
