@@ -3,6 +3,8 @@
 """The RoPE public ops: registration, argument checks and fakes on the CPU; on a GPU, results
 against the torch fp32 reference, under CUDA-graph capture and under torch.compile."""
 
+import re
+
 import pytest
 import torch
 
@@ -136,6 +138,71 @@ def test_fullgraph_tracing_sees_the_ops_without_a_gpu():
         graph = make_fx(model)(*qkp())
     called = {str(n.target) for n in graph.graph.nodes if n.op == "call_function"}
     assert {f"tirx_kernels.{name}.default" for name in OPS} <= called
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    """The kernels the ops launch on CPU tensors: a stand-in checks each launch's arguments
+    against the kernel's parameters (plans made here are dropped with the test)."""
+    from tirx_kernels.core import testing, toolchain
+    from tirx_kernels.flashinfer import _host
+    from tirx_kernels.flashinfer._rope_tirx import get_grid_kernel, get_walk_kernel
+
+    funcs: list = []
+
+    def make(dtype, d, hq, hk, interleave, pos_dtype, walk, rotary_dim, outs=False):
+        build = get_walk_kernel if walk else get_grid_kernel
+        return build(
+            dtype, d, hq, hk, interleave, pos_dtype, rotary_dim=rotary_dim, out_of_place=outs
+        )
+
+    monkeypatch.setattr(rope, "_compiled", testing.checked_launches(make, funcs))
+    monkeypatch.setattr(rope, "_PLANS", {})
+    monkeypatch.setattr(_host, "main_of", lambda executable: executable)
+    monkeypatch.setattr(_host, "cuda_index", lambda where, named: 0)
+    monkeypatch.setattr(toolchain, "sm_count", lambda device: 132)
+    return funcs
+
+
+def _symbols(funcs):
+    return [str(f.attrs["global_symbol"]) for f in funcs]
+
+
+# (nnz, hq, hk, d, rotary_dim): grid and walk kernels, whole and partial rotation
+LAUNCH_SHAPES = [(3, 32, 8, 128, 128), (1031, 16, 16, 256, 256), (7, 4, 2, 128, 64)]
+LAUNCH_SHAPES += [(600, 32, 8, 128, 96), (2048, 8, 8, 256, 16)]
+
+
+@pytest.mark.parametrize("nnz, hq, hk, d, rotary_dim", LAUNCH_SHAPES)
+def test_out_of_place_is_one_kernel_reading_q_and_k(launched, nnz, hq, hk, d, rotary_dim):
+    q, k, pos = qkp(nnz, hq, hk, d)
+    rope.apply_rope_pos_ids(q, k, pos, rotary_dim=rotary_dim)
+    rope.apply_rope_pos_ids_inplace(q, k, pos, rotary_dim=rotary_dim)
+    walk = "_walk" if nnz >= 1000 else ""
+    assert _symbols(launched) == [f"rope{walk}_out_of_place", f"rope{walk}"]
+
+
+def test_strided_inputs_take_the_copying_plan(launched):
+    qkv, _, pos = qkp(5, 8, 1, 64)
+    q, k = qkv[:, :4], qkv[:, 4:6]  # head slices of a fused qkv: strided rows
+    q_rope, k_rope = rope.apply_rope_pos_ids(q, k, pos)
+    assert _symbols(launched) == ["rope"]  # rotates copies in place
+    assert torch.equal(q_rope, q) and torch.equal(k_rope, k)  # the stand-in writes nothing
+
+
+@pytest.mark.parametrize("walk", [False, True])
+@pytest.mark.parametrize("d, rotary_dim", [(128, 128), (128, 64), (256, 16)])
+def test_out_of_place_kernels_compile_for_sm90a(walk, d, rotary_dim):
+    from tirx_kernels.core import toolchain
+    from tirx_kernels.flashinfer._rope_tirx import get_grid_kernel, get_walk_kernel
+
+    build = get_walk_kernel if walk else get_grid_kernel
+    kernel = build("bfloat16", d, 8, 2, False, "int64", rotary_dim=rotary_dim, out_of_place=True)
+    src = toolchain.cuda_source(toolchain.compile(kernel))
+    # the pass-through columns (q read straight into q_rope) are copied only where some exist
+    copies = re.search(r"\(QO_ptr \+ [^;]*\) = \*\(uint4\*\)\(Q_ptr \+ ", src)
+    assert bool(copies) == (rotary_dim < d)
+    assert toolchain.compile_cubin(kernel)
 
 
 # ---- GPU (the hopper fixture of conftest.py skips without an sm_90a GPU)

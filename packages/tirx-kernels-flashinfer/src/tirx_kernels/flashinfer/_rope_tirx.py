@@ -65,17 +65,21 @@ def _slots(j, interleave):
     return j, PAIRS + j
 
 
-def _head_ops(T, dtype, rotary_dim, num_q_heads, interleave):
-    """T.inline helpers of both kernels: (load_head, store_head, rotate).
+def _head_ops(T, dtype, head_dim, rotary_dim, num_q_heads, interleave, out_of_place):
+    """T.inline helpers of both kernels: (load_head, store_head, rotate, pass_rest).
 
     A thread's 16 elements of head ``h`` (of the concatenated q heads, then k heads) are the
     8 at column ``tx * 8`` and the 8 at ``rotary_dim / 2 + tx * 8``; they live at
-    ``a[off:off+16]``. Columns from ``rotary_dim`` on are never touched.
-    ``is_q``: whether ``h`` is a q head (an expression, or True/False when known statically).
+    ``a[off:off+16]``. ``pass_rest`` copies the columns from ``rotary_dim`` on when
+    ``out_of_place``, 8 at a time over the head's threads (in place they are never touched,
+    and it emits nothing). ``is_q``: whether ``h`` is a q head (an expression, or True/False
+    when known statically).
     """
     f32 = "float32"
     half = rotary_dim // 2
     hq = num_q_heads
+    bdx = rotary_dim // (2 * PAIRS)  # threads per head
+    rest = (head_dim - rotary_dim) // 8 if out_of_place else 0  # vectors to pass per head
 
     @T.inline
     def load(X, tok, h, c0, a, off):
@@ -102,6 +106,18 @@ def _head_ops(T, dtype, rotary_dim, num_q_heads, interleave):
             store(K, tok, h - hq, tx * 8, o)
 
     @T.inline
+    def pass_rest(Q, K, QO, KO, tok, tx, h, is_q):
+        if rest:
+            for i in T.unroll(-(-rest // bdx)):
+                v = tx + i * bdx
+                if (i + 1) * bdx <= rest or v < rest:  # static where it can be
+                    c = rotary_dim + v * 8
+                    if is_q:
+                        QO[tok, h, T.Ramp(c, 1, 8)] = Q[tok, h, T.Ramp(c, 1, 8)]
+                    else:
+                        KO[tok, h - hq, T.Ramp(c, 1, 8)] = K[tok, h - hq, T.Ramp(c, 1, 8)]
+
+    @T.inline
     def rotate(a, off, o, cs, sn):
         for j in T.unroll(PAIRS):
             lo, hi = _slots(j, interleave)
@@ -110,7 +126,7 @@ def _head_ops(T, dtype, rotary_dim, num_q_heads, interleave):
             o[lo] = T.cast(x0 * cs[j] - x1 * sn[j], dtype)
             o[hi] = T.cast(x1 * cs[j] + x0 * sn[j], dtype)
 
-    return load_head, store_head, rotate
+    return load_head, store_head, rotate, pass_rest
 
 
 def _entry(T, threads, min_ctas):
@@ -128,12 +144,50 @@ def _entry(T, threads, min_ctas):
     return enter
 
 
+def _function(T, body, name, shape, out_of_place):
+    """The kernel ``name`` (``name + "_out_of_place"``) running ``body(Q, K, QO, KO, pos, grid,
+    rcp_scale, rcp_theta)``: in place (QO, KO are Q, K) or from q and k into ``q_rope`` and
+    ``k_rope`` of the same shape. ``shape``: (n, dtype, head_dim, hq, hk, pos_dtype)."""
+    n, dtype, head_dim, hq, hk, pos_dtype = shape
+    qs, ks = (n, hq, head_dim), (n, hk, head_dim)
+    if out_of_place:
+
+        @T.function
+        def rope_out_of_place(
+            Q: T.Tensor(qs, dtype),
+            K: T.Tensor(ks, dtype),
+            QO: T.Tensor(qs, dtype),
+            KO: T.Tensor(ks, dtype),
+            pos: T.Tensor((n,), pos_dtype),
+            grid: T.int32,
+            rcp_scale: T.float32,
+            rcp_theta: T.float32,
+        ):
+            body(Q, K, QO, KO, pos, grid, rcp_scale, rcp_theta)
+
+        return rope_out_of_place.with_attr("global_symbol", f"{name}_out_of_place")
+
+    @T.function
+    def rope(
+        Q: T.Tensor(qs, dtype),
+        K: T.Tensor(ks, dtype),
+        pos: T.Tensor((n,), pos_dtype),
+        grid: T.int32,
+        rcp_scale: T.float32,
+        rcp_theta: T.float32,
+    ):
+        body(Q, K, Q, K, pos, grid, rcp_scale, rcp_theta)
+
+    return rope.with_attr("global_symbol", name)
+
+
 def _kernel_builder(schedule):
     """Decorator: the public builder of a RoPE kernel, with the signature both kernels share
-    (the static shape as FlashInfer names it, then the CTA size ``threads`` and the launch
-    bound ``min_ctas``, None: the schedule's), around ``schedule(dtype, head_dim, hq, hk,
-    interleave, pos_dtype, rotary_dim, threads, min_ctas)`` given a checked static shape;
-    ``rotary_dim`` defaults to ``head_dim``."""
+    (the static shape as FlashInfer names it, then the CTA size ``threads``, the launch bound
+    ``min_ctas`` (None: the schedule's), ``rotary_dim`` (None: ``head_dim``) and
+    ``out_of_place`` (the kernel writes ``q_rope``/``k_rope``, see :func:`_function`)),
+    around ``schedule(dtype, head_dim, hq, hk, interleave, pos_dtype, rotary_dim, threads,
+    min_ctas, out_of_place)`` given a checked static shape."""
 
     def build(
         dtype="bfloat16",
@@ -145,12 +199,13 @@ def _kernel_builder(schedule):
         threads=None,
         min_ctas=None,
         rotary_dim=None,
+        out_of_place=False,
         **_,
     ):
         rotary_dim = rotary_dim or head_dim
         _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype, rotary_dim)
         shape = (dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, rotary_dim)
-        return schedule(*shape, threads, min_ctas)
+        return schedule(*shape, threads, min_ctas, bool(out_of_place))
 
     build.__name__ = build.__qualname__ = schedule.__name__
     build.__doc__ = schedule.__doc__
@@ -158,10 +213,12 @@ def _kernel_builder(schedule):
 
 
 @_kernel_builder
-def get_grid_kernel(dtype, head_dim, hq, hk, interleave, pos_dtype, rotary_dim, threads, min_ctas):
+def get_grid_kernel(
+    dtype, head_dim, hq, hk, interleave, pos_dtype, rotary_dim, threads, min_ctas, out_of_place
+):
     """The few-token kernel for one static shape family; the token count is dynamic.
 
-    Runtime scalars: ``groups`` (gridDim.y, head groups), ``rcp_scale``, ``rcp_theta``.
+    Runtime scalars: ``grid`` (gridDim.y, head groups), ``rcp_scale``, ``rcp_theta``.
     ``rotary_dim`` (default ``head_dim``): the rotated leading columns of each head.
     """
     threads = threads or THREADS
@@ -172,8 +229,8 @@ def get_grid_kernel(dtype, head_dim, hq, hk, interleave, pos_dtype, rotary_dim, 
     bdy = threads // bdx  # tokens per CTA
     whole = bdx * bdy == threads  # else the last threads of a CTA idle
     n = T.dynamic("n")
-
-    load_head, store_head, rotate = _head_ops(T, dtype, rotary_dim, hq, interleave)
+    ops = _head_ops(T, dtype, head_dim, rotary_dim, hq, interleave, out_of_place)
+    load_head, store_head, rotate, pass_rest = ops
     enter = _entry(T, threads, min_ctas)
 
     @T.inline
@@ -185,15 +242,14 @@ def get_grid_kernel(dtype, head_dim, hq, hk, interleave, pos_dtype, rotary_dim, 
             cs[j] = T.call_pure_extern("__cosf", p * freq, ty=f32)
             sn[j] = T.call_pure_extern("__sinf", p * freq, ty=f32)
 
-    @T.function
-    def rope(
-        Q: T.Tensor((n, hq, head_dim), dtype),
-        K: T.Tensor((n, hk, head_dim), dtype),
-        pos: T.Tensor((n,), pos_dtype),
-        groups: T.int32,
-        rcp_scale: T.float32,
-        rcp_theta: T.float32,
-    ):
+    @T.inline
+    def head(Q, K, QO, KO, tok, tx, h, is_q, a, o, cs, sn):
+        rotate(a, 0, o, cs, sn)
+        store_head(QO, KO, tok, tx, h, is_q, o)
+        pass_rest(Q, K, QO, KO, tok, tx, h, is_q)
+
+    @T.inline
+    def body(Q, K, QO, KO, pos, groups, rcp_scale, rcp_theta):
         enter((T.ceildiv(n, bdy), groups))
         tid = T.cuda.thread_idx("x")
         tx = tid % bdx
@@ -210,27 +266,27 @@ def get_grid_kernel(dtype, head_dim, hq, hk, interleave, pos_dtype, rotary_dim, 
             # after sincos, two dependent DRAM trips for a few tokens).
             load_head(Q, K, tok, tx, gy, gy < hq, a, 0)
             trig(p, tx, cs, sn, rcp_theta, rcp_scale)
-            rotate(a, 0, o, cs, sn)
-            store_head(Q, K, tok, tx, gy, gy < hq, o)
+            head(Q, K, QO, KO, tok, tx, gy, gy < hq, a, o, cs, sn)
             for it in range(1, T.ceildiv(hq + hk - gy, groups)):
                 h = gy + it * groups
                 load_head(Q, K, tok, tx, h, h < hq, a, 0)
-                rotate(a, 0, o, cs, sn)
-                store_head(Q, K, tok, tx, h, h < hq, o)
+                head(Q, K, QO, KO, tok, tx, h, h < hq, a, o, cs, sn)
 
-    return rope
+    return _function(T, body, "rope", (n, dtype, head_dim, hq, hk, pos_dtype), out_of_place)
 
 
 @_kernel_builder
-def get_walk_kernel(dtype, head_dim, hq, hk, interleave, pos_dtype, rotary_dim, threads, min_ctas):
-    """Many-token schedule: CTA ``b`` of ``ctas`` walks tokens ``b, b + ctas, ...``.
+def get_walk_kernel(
+    dtype, head_dim, hq, hk, interleave, pos_dtype, rotary_dim, threads, min_ctas, out_of_place
+):
+    """Many-token schedule: CTA ``b`` of ``grid`` CTAs walks tokens ``b, b + grid, ...``.
 
     Its threads cover consecutive heads of one token (one contiguous span of q, then of k),
     each thread issuing the loads of all its heads before the token's sin/cos; the
-    frequencies are computed once per thread. Runtime scalars: ``ctas`` (``<= n``),
-    ``rcp_scale``, ``rcp_theta``. ``threads`` (the CTA size, a multiple of 32 and of the
-    ``head_dim / 16`` threads of a head) and ``min_ctas`` (the launch bound) default to
-    :func:`walk_shape`'s.
+    frequencies are computed once per thread. Runtime scalars: ``grid`` (the CTA count,
+    ``<= n``), ``rcp_scale``, ``rcp_theta``. ``threads`` (the CTA size, a multiple of 32 and
+    of the ``head_dim / 16`` threads of a head) and ``min_ctas`` (the launch bound) default
+    to :func:`walk_shape`'s.
     """
     shape = walk_shape(rotary_dim, hq + hk)
     threads = threads or shape[0]
@@ -244,19 +300,12 @@ def get_walk_kernel(dtype, head_dim, hq, hk, interleave, pos_dtype, rotary_dim, 
     heads = hq + hk
     iters = -(-heads // slots)
     n = T.dynamic("n")
-
-    load_head, store_head, rotate = _head_ops(T, dtype, rotary_dim, hq, interleave)
+    ops = _head_ops(T, dtype, head_dim, rotary_dim, hq, interleave, out_of_place)
+    load_head, store_head, rotate, pass_rest = ops
     enter = _entry(T, threads, min_ctas)
 
-    @T.function
-    def rope_walk(
-        Q: T.Tensor((n, hq, head_dim), dtype),
-        K: T.Tensor((n, hk, head_dim), dtype),
-        pos: T.Tensor((n,), pos_dtype),
-        ctas: T.int32,
-        rcp_scale: T.float32,
-        rcp_theta: T.float32,
-    ):
+    @T.inline
+    def body(Q, K, QO, KO, pos, ctas, rcp_scale, rcp_theta):
         enter(ctas)
         tid = T.cuda.thread_idx("x")
         bid = T.cuda.block_idx("x")
@@ -285,6 +334,8 @@ def get_walk_kernel(dtype, head_dim, hq, hk, interleave, pos_dtype, rotary_dim, 
                 h = slot + i * slots
                 if (i + 1) * slots <= heads or h < heads:
                     rotate(a, i * 16, o, cs, sn)
-                    store_head(Q, K, tok, tx, h, (i + 1) * slots <= hq or h < hq, o)
+                    store_head(QO, KO, tok, tx, h, (i + 1) * slots <= hq or h < hq, o)
+                    pass_rest(Q, K, QO, KO, tok, tx, h, (i + 1) * slots <= hq or h < hq)
 
-    return rope_walk
+    shape = (n, dtype, head_dim, hq, hk, pos_dtype)
+    return _function(T, body, "rope_walk", shape, out_of_place)

@@ -13,7 +13,8 @@ position ids). The kernels are :mod:`._rope_tirx`'s, the choice among them
 
 Public ops (``torch.ops.tirx_kernels.*``): ``flashinfer_apply_rope_pos_ids_inplace`` rotates
 q and k in place; ``flashinfer_apply_rope_pos_ids`` writes the rotated q and k into
-``q_rope`` / ``k_rope`` (copies q and k there, then rotates in place: one extra copy).
+``q_rope`` / ``k_rope`` (one kernel reading q and k, as upstream; strided or unaligned
+tensors: copies q and k there, then rotates in place).
 
 Numerics, as upstream: for a token with position ``p`` and rotation pair ``k``
 (``0 <= k < head_dim / 2``), in fp32 with fast-math intrinsics (TIRx builds with
@@ -72,10 +73,12 @@ def rcp_f32(x):
 
 
 @functools.cache
-def _compiled(dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, walk, rotary_dim):
+def _compiled(
+    dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, walk, rotary_dim, outs=False
+):
     args = (dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype)
     make = get_walk_kernel if walk else get_grid_kernel
-    return toolchain.compile(make(*args, rotary_dim=rotary_dim))
+    return toolchain.compile(make(*args, rotary_dim=rotary_dim, out_of_place=outs))
 
 
 def launcher(
@@ -131,8 +134,8 @@ def _check(where, q, k, pos_ids, rotary_dim, rope_scale, rope_theta):
 
 
 def _resolve(where, q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_theta, outs=()):
-    """Check a call; its plan ``f(q, k, pos_ids)`` rotating ``outs`` (q_rope, k_rope) when
-    given (copies of q and k), else q and k in place."""
+    """Check a call; its plan ``f(q, k, pos_ids, *outs)`` writing q and k rotated into
+    ``outs`` (q_rope, k_rope) when given, else rotating q and k in place."""
     dtype, pos_dtype = _check(where, q, k, pos_ids, rotary_dim, rope_scale, rope_theta)
     if not pos_ids.is_contiguous():
         raise ValueError(f"{where}: pos_ids must be contiguous; pass pos_ids.contiguous()")
@@ -151,21 +154,17 @@ def _resolve(where, q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_thet
         return _host.nothing
     hk = k.shape[1]
     walk, grid = plan(nnz, rotary_dim, hq + hk, toolchain.sm_count(device))
-    ex = _compiled(dtype, d, hq, hk, bool(interleave), pos_dtype, walk, rotary_dim)
-    fn = _host.main_of(ex)
+    shape = (dtype, d, hq, hk, bool(interleave), pos_dtype, walk, rotary_dim)
     rs, rt = rcp_f32(rope_scale), rcp_f32(rope_theta)
-    targets = outs or (q, k)
-    ok = [_host.aligned(t, 16) for t in targets]
+    if outs and all(_host.aligned(t, 16) for t in (q, k, *outs)):
+        rotate_into = _host.main_of(_compiled(*shape, outs=True))
+        return lambda q, k, pos_ids, q_rope, k_rope: rotate_into(
+            q, k, q_rope, k_rope, pos_ids, grid, rs, rt
+        )
+    fn = _host.main_of(_compiled(*shape))
+    ok = [_host.aligned(t, 16) for t in outs or (q, k)]
     if not outs and all(ok):
         return lambda q, k, pos_ids: fn(q, k, pos_ids, grid, rs, rt)
-    if all(ok):  # out of place into aligned outputs: copy, then rotate the copies
-
-        def copied(q, k, pos_ids, q_rope, k_rope):
-            q_rope.copy_(q)
-            k_rope.copy_(k)
-            fn(q_rope, k_rope, pos_ids, grid, rs, rt)
-
-        return copied
 
     def general(q, k, pos_ids, *outs):
         # out of place: copy, then rotate the copies (the kernels rotate in place); strided
