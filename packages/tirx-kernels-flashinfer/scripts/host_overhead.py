@@ -33,7 +33,7 @@ def stub() -> None:
     norm._host_kernel = lambda *key: None
     activation._compiled = lambda *key: None
     activation._stream_ctas = lambda *a: 1
-    rope._compiled = lambda *key: None
+    rope._compiled = lambda *key, **options: None
     toolchain.sm_count = lambda index=0: 132
     for module in (norm, activation, rope):  # the direct path for CPU tensors (is_cuda aside)
         module._direct = lambda t: type(t) is torch.Tensor and not torch.compiler.is_compiling()
@@ -68,6 +68,12 @@ def cases(tokens: int) -> dict:
         "apply_rope_pos_ids_inplace": (
             lambda: rope.apply_rope_pos_ids_inplace(q, k, pos),
             lambda: ops.flashinfer_apply_rope_pos_ids_inplace(q, k, pos, 128, False, 1.0, 1e4),
+        ),
+        "apply_rope_pos_ids": (
+            lambda: rope.apply_rope_pos_ids(q, k, pos),
+            lambda: ops.flashinfer_apply_rope_pos_ids(
+                q, k, torch.empty_like(q), torch.empty_like(k), pos, 128, False, 1.0, 1e4
+            ),
         ),
     }
 
