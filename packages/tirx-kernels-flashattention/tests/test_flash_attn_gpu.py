@@ -80,9 +80,7 @@ def test_schedules_match_reference(override, d, causal):
     b, sq, sk, hq, hk = 2, 200, 1000, 4, 2  # 6-8 K/V blocks: the rings wrap, turns repeat
     data = _data(b, sq, sk, hq, hk, d)
     schedule = pick_schedule(d, d, causal, override)
-    kernel = toolchain.compile(
-        make_flash_fwd(b, sq, sk, hq, hk, d, d, "bfloat16", causal, 0.125, schedule)
-    )
+    kernel = toolchain.compile(make_flash_fwd(hq, hk, d, d, "bfloat16", causal, schedule))
     out = torch.empty(b, sq, hq, d, dtype=torch.bfloat16, device="cuda")
     lse = torch.empty(b, hq, sq, dtype=torch.float32, device="cuda")
     kernel(
@@ -91,6 +89,10 @@ def test_schedules_match_reference(override, d, causal):
         data["v"].view(b * sk, hk * d),
         out.view(b * sq, hq * d),
         lse.view(-1),
+        b,
+        sq,
+        sk,
+        0.125,
     )
     torch.cuda.synchronize()
     fa.check(out, lse, data, 0.125, causal)

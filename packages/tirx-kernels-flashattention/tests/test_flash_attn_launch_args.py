@@ -19,9 +19,8 @@ from tirx_kernels.flashattention._attention_tirx import make_flash_fwd, make_fla
 def launched(monkeypatch):
     funcs: list = []
 
-    def make(varlen, shape, dtype, causal, scale, schedule):
-        build = make_flash_fwd_varlen if varlen else make_flash_fwd
-        return build(*shape, dtype, causal, scale, schedule)
+    def make(varlen, *key):
+        return (make_flash_fwd_varlen if varlen else make_flash_fwd)(*key)
 
     monkeypatch.setattr(attention, "compiled", testing.checked_launches(make, funcs))
     return funcs
@@ -46,3 +45,14 @@ def test_flash_attn_varlen_func_launch_matches_the_kernel(launched, causal):
     k = torch.zeros(sum(lens_k), 1, 128, dtype=torch.bfloat16)
     out, lse = flash_attn_varlen_func(q, k, k, cu_q, cu_k, max(lens_q), max(lens_k), causal=causal)
     assert len(launched) == 1 and out.shape == q.shape and lse.shape == (4, sum(lens_q))
+
+
+def test_one_kernel_serves_every_size_and_scale(launched, monkeypatch):
+    keys: list = []
+    stand_in = attention.compiled
+    monkeypatch.setattr(attention, "compiled", lambda *key: keys.append(key) or stand_in(*key))
+    for b, sq, sk, scale in ((1, 1, 1, 0.1), (3, 200, 77, 0.2), (2, 1000, 4000, None)):
+        q = torch.zeros(b, sq, 4, 64, dtype=torch.bfloat16)
+        k = torch.zeros(b, sk, 1, 64, dtype=torch.bfloat16)
+        flash_attn_func(q, k, k, softmax_scale=scale, causal=True)
+    assert len(keys) == len(launched) == 3 and len(set(keys)) == 1

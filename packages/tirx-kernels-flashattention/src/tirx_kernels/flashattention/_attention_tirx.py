@@ -18,6 +18,10 @@ Variable length (``make_flash_fwd_varlen``, ``hopper/seqlen.h``): the same body 
 Q ``[total_q, heads_q * d]``, K/V ``[total_k, heads_kv * d]``, LSE ``(heads_q, total_q)``,
 each sequence's offsets and lengths read from ``cu_seqlens``.
 
+Sizes are launch arguments, as upstream's: the row counts come from the tensors, batch,
+sequence lengths (or ``max_seqlen_q``) and the softmax scale are scalars, so one compiled
+kernel per (heads, head dims, dtype, causal, schedule) serves every problem.
+
 Schedule (``_attention_schedule.Schedule``): one CTA per (128-row Q tile, head, batch), 384
 threads = 3 warpgroups. Warpgroup 0 is the producer: one thread TMA-loads the Q tile once and
 then K and V tiles (kBlockN rows, 128B swizzle) into ``stages`` ring slots with full/empty
@@ -60,10 +64,10 @@ LOG2E = 1.4426950408889634
 NINF = -math.inf
 
 
-def _check_sizes(dtype, heads_q, heads_kv, **sizes):
+def _check_sizes(dtype, heads_q, heads_kv):
     if dtype not in DTYPES:
         raise ValueError(f"flash_attn_fwd: dtype must be one of {DTYPES}, got {dtype!r}")
-    for name, v in dict(sizes, heads_q=heads_q, heads_kv=heads_kv).items():
+    for name, v in (("heads_q", heads_q), ("heads_kv", heads_kv)):
         if not isinstance(v, int) or v < 1:
             raise ValueError(f"flash_attn_fwd: {name} must be a positive int, got {v!r}")
     if heads_q % heads_kv:
@@ -71,54 +75,31 @@ def _check_sizes(dtype, heads_q, heads_kv, **sizes):
 
 
 @functools.cache
-def make_flash_fwd(
-    batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, dtype, causal, scale, schedule=None
-):
-    """The PrimFunc for one static problem (every size a positive int; ``scale`` a float).
+def make_flash_fwd(heads_q, heads_kv, d, dv, dtype, causal, schedule=None):
+    """The PrimFunc of every batched problem of these heads, head dims, dtype and mask:
+    ``f(Q, K, V, Out, LSE, batch, seqlen_q, seqlen_k, scale)`` over the 2D views (LSE the
+    contiguous ``(batch, heads_q, seqlen_q)``); sizes >= 1, ``scale`` the softmax scale.
 
     ``schedule``: a :class:`Schedule` (default :func:`pick_schedule` of the head dims).
     """
-    _check_sizes(dtype, heads_q, heads_kv, batch=batch, seqlen_q=seqlen_q, seqlen_k=seqlen_k)
-    rows = (batch * seqlen_q, batch * seqlen_k, seqlen_q)
-    return _build(batch, rows, heads_q, heads_kv, d, dv, dtype, causal, scale, schedule, False)
+    _check_sizes(dtype, heads_q, heads_kv)
+    return _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, False)
 
 
 @functools.cache
-def make_flash_fwd_varlen(
-    batch,
-    total_q,
-    total_k,
-    max_seqlen_q,
-    heads_q,
-    heads_kv,
-    d,
-    dv,
-    dtype,
-    causal,
-    scale,
-    schedule=None,
-):
-    """The PrimFunc of the packed variable-length problem (``hopper/seqlen.h``): sequence
-    ``i`` is rows ``cu_seqlens[i]:cu_seqlens[i + 1]`` of Q ``[total_q, heads_q * d]`` and
-    K/V ``[total_k, heads_kv * d]``; LSE is ``(heads_q, total_q)``. ``max_seqlen_q`` sizes
+def make_flash_fwd_varlen(heads_q, heads_kv, d, dv, dtype, causal, schedule=None):
+    """The PrimFunc of packed variable-length problems (``hopper/seqlen.h``):
+    ``f(Q, K, V, Out, LSE, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, scale)``; sequence ``i``
+    is rows ``cu_seqlens[i]:cu_seqlens[i + 1]`` of Q ``[total_q, heads_q * d]`` and K/V
+    ``[total_k, heads_kv * d]``; LSE is ``(heads_q, total_q)``. ``max_seqlen_q`` (>= 1) sizes
     the grid; Q tiles past a sequence's end exit at once."""
-    _check_sizes(
-        dtype,
-        heads_q,
-        heads_kv,
-        batch=batch,
-        total_q=total_q,
-        total_k=total_k,
-        max_seqlen_q=max_seqlen_q,
-    )
-    rows = (total_q, total_k, max_seqlen_q)
-    return _build(batch, rows, heads_q, heads_kv, d, dv, dtype, causal, scale, schedule, True)
+    _check_sizes(dtype, heads_q, heads_kv)
+    return _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, True)
 
 
-def _build(batch, rows, heads_q, heads_kv, d, dv, dtype, causal, scale, schedule, varlen):
-    """The kernel over 2D views of ``rows`` = (Q rows, K/V rows, most Q rows of a sequence);
-    ``varlen``: sequence offsets from ``cu_seqlens`` arguments, else ``batch`` equal ones."""
-    rows_q, rows_k, max_q = rows
+def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
+    """The kernel over 2D views of Q, K, V and Out; ``varlen``: sequence offsets from
+    ``cu_seqlens`` arguments, else ``batch`` sequences of equal lengths."""
     sched = schedule or pick_schedule(d, dv, causal, {})
     BN, nstages, split, pingpong = sched.bn, sched.stages, sched.split_kv, sched.pingpong
     group = heads_q // heads_kv
@@ -129,8 +110,6 @@ def _build(batch, rows, heads_q, heads_kv, d, dv, dtype, causal, scale, schedule
     v_bytes = BN * dv * 2
     stage_bytes = k_bytes + v_bytes  # slot s: K at q_bytes + s * stage_bytes, V after it
     smem = q_bytes + nstages * stage_bytes
-    num_m = -(-max_q // BM)
-    scale_log2 = float(scale) * LOG2E
     lag = 1 if sched.overlap else 0  # the producer loads V of block it - lag after K of it
     desc_q = kmajor_descriptor_base(mode, BM)
     desc_k = kmajor_descriptor_base(mode, BN)
@@ -138,13 +117,24 @@ def _build(batch, rows, heads_q, heads_kv, d, dv, dtype, causal, scale, schedule
     q_steps = [kstep_offset(k, rows=BM, elem_bytes=2, mode=mode) for k in range(d // 16)]
     k_steps = [kstep_offset(k, rows=BN, elem_bytes=2, mode=mode) for k in range(d // 16)]
     v_steps = [mnmajor_kstep_offset(k, mode=mode) for k in range(BN // 16)]
-    launch = T.cuda.LaunchConfig(grid=(num_m, heads_q, batch), block=384, dynamic_smem_bytes=smem)
-    attrs = T.cuda.KernelAttributes(min_blocks_per_sm=1)
+    rows_q, rows_k, lse_n, cu_n = (T.dynamic(n) for n in ("rows_q", "rows_k", "lse_n", "cu_n"))
 
     @T.inline
-    def attend(Q, K, V, Out, LSE, mb, h, q0, seqlen_q, k0, seqlen_k, lse0):
+    def enter(max_q, batch):
+        """One CTA of 3 warpgroups per (Q tile of ``max_q`` rows, head, sequence); the
+        functions number the Q tiles from the last, longest causal tiles first."""
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(
+                grid=(T.ceildiv(max_q, BM), heads_q, batch), block=384, dynamic_smem_bytes=smem
+            ),
+            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
+        )
+
+    @T.inline
+    def attend(Q, K, V, Out, LSE, mb, h, q0, seqlen_q, k0, seqlen_k, lse0, scale):
         """Q tile ``mb`` of head ``h`` of one sequence: its Q rows start at row ``q0`` of Q
         and Out, its keys at row ``k0`` of K and V, its LSE row at ``LSE[lse0]``."""
+        scale_log2 = scale * T.float32(LOG2E)
         total_n = (seqlen_k + (BN - 1)) // BN
         shift = seqlen_k - seqlen_q  # bottom-right causal alignment
         tid = T.cuda.thread_idx("x")
@@ -304,7 +294,7 @@ def _build(batch, rows, heads_q, heads_kv, d, dv, dtype, causal, scale, schedule
                     msc[0] = T.float32(NINF)
                 else:
                     corr[hh] = T.float32(1) / rs[0]
-                    msc[0] = m[hh] * T.float32(scale) + T.log(rs[0])
+                    msc[0] = m[hh] * scale + T.log(rs[0])
                 if (t % 4 == 0) & (row + 8 * hh < seqlen_q):
                     LSE[lse0 + row + 8 * hh] = msc[0]
             _rescale(o, corr, dv)
@@ -329,12 +319,14 @@ def _build(batch, rows, heads_q, heads_kv, d, dv, dtype, causal, scale, schedule
             K: T.Tensor((rows_k, heads_kv * d), dtype, align=16),
             V: T.Tensor((rows_k, heads_kv * dv), dtype, align=16),
             Out: T.Tensor((rows_q, heads_q * dv), dtype, align=16),
-            LSE: T.Tensor((heads_q * rows_q,), "float32", align=16),
-            CuQ: T.Tensor((batch + 1,), "int32", align=4),
-            CuK: T.Tensor((batch + 1,), "int32", align=4),
+            LSE: T.Tensor((lse_n,), "float32", align=16),
+            CuQ: T.Tensor((cu_n,), "int32", align=4),
+            CuK: T.Tensor((cu_n,), "int32", align=4),
+            max_seqlen_q: T.int32,
+            scale: T.float32,
         ):
-            T.device_entry(launch=launch, kernel_attrs=attrs)
-            mb = num_m - 1 - T.cuda.block_idx("x")  # longest causal tiles first
+            enter(max_seqlen_q, cu_n - 1)
+            mb = T.ceildiv(max_seqlen_q, BM) - 1 - T.cuda.block_idx("x")
             h = T.cuda.block_idx("y")
             b = T.cuda.block_idx("z")
             q0 = CuQ[b]
@@ -342,11 +334,10 @@ def _build(batch, rows, heads_q, heads_kv, d, dv, dtype, causal, scale, schedule
             k0 = CuK[b]
             seqlen_k = CuK[b + 1] - k0
             if mb * BM < seqlen_q:
-                attend(Q, K, V, Out, LSE, mb, h, q0, seqlen_q, k0, seqlen_k, h * rows_q + q0)
+                lse0 = h * rows_q + q0
+                attend(Q, K, V, Out, LSE, mb, h, q0, seqlen_q, k0, seqlen_k, lse0, scale)
 
         return flash_fwd_varlen
-
-    seqlen_q, seqlen_k = rows_q // batch, rows_k // batch
 
     @T.function
     def flash_fwd(
@@ -354,14 +345,19 @@ def _build(batch, rows, heads_q, heads_kv, d, dv, dtype, causal, scale, schedule
         K: T.Tensor((rows_k, heads_kv * d), dtype, align=16),
         V: T.Tensor((rows_k, heads_kv * dv), dtype, align=16),
         Out: T.Tensor((rows_q, heads_q * dv), dtype, align=16),
-        LSE: T.Tensor((batch * heads_q * seqlen_q,), "float32", align=16),
+        LSE: T.Tensor((lse_n,), "float32", align=16),
+        batch: T.int32,
+        seqlen_q: T.int32,
+        seqlen_k: T.int32,
+        scale: T.float32,
     ):
-        T.device_entry(launch=launch, kernel_attrs=attrs)
-        mb = num_m - 1 - T.cuda.block_idx("x")  # longest causal tiles first
+        enter(seqlen_q, batch)
+        mb = T.ceildiv(seqlen_q, BM) - 1 - T.cuda.block_idx("x")
         h = T.cuda.block_idx("y")
         b = T.cuda.block_idx("z")
         lse0 = (b * heads_q + h) * seqlen_q
-        attend(Q, K, V, Out, LSE, mb, h, b * seqlen_q, seqlen_q, b * seqlen_k, seqlen_k, lse0)
+        q0, k0 = b * seqlen_q, b * seqlen_k
+        attend(Q, K, V, Out, LSE, mb, h, q0, seqlen_q, k0, seqlen_k, lse0, scale)
 
     return flash_fwd
 
@@ -398,17 +394,13 @@ def _online_softmax(s, m, lsum, corr, mx, msc, rs, bn, scale_log2):
             for e in T.unroll(2):
                 mx[0] = T.max(mx[0], s[4 * j + 2 * hh + e])
         mx[0] = T.cuda.warp_max(mx[0], 4)
-        msc[0] = T.if_then_else(
-            mx[0] == T.float32(NINF), T.float32(0), mx[0] * T.float32(scale_log2)
-        )
-        corr[hh] = T.exp2(m[hh] * T.float32(scale_log2) - msc[0])
+        msc[0] = T.if_then_else(mx[0] == T.float32(NINF), T.float32(0), mx[0] * scale_log2)
+        corr[hh] = T.exp2(m[hh] * scale_log2 - msc[0])
         m[hh] = mx[0]
         rs[0] = T.float32(0)
         for j in T.unroll(bn // 8):
             for e in T.unroll(2):
-                s[4 * j + 2 * hh + e] = T.exp2(
-                    s[4 * j + 2 * hh + e] * T.float32(scale_log2) - msc[0]
-                )
+                s[4 * j + 2 * hh + e] = T.exp2(s[4 * j + 2 * hh + e] * scale_log2 - msc[0])
                 rs[0] = rs[0] + s[4 * j + 2 * hh + e]
         lsum[hh] = lsum[hh] * corr[hh] + rs[0]
 

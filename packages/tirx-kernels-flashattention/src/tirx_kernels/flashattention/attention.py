@@ -29,12 +29,11 @@ _TORCH_DTYPES = {getattr(torch, name): name for name in DTYPES}
 
 
 @functools.cache
-def compiled(varlen, shape, dtype, causal, scale, schedule):
-    """One executable per problem ``shape`` and schedule (sizes are compile-time constants):
-    (batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv), or with ``varlen`` (batch, total_q,
-    total_k, max_seqlen_q, heads_q, heads_kv, d, dv)."""
+def compiled(varlen, heads_q, heads_kv, d, dv, dtype, causal, schedule):
+    """One executable per (heads, head dims, dtype, mask, schedule), batched or ``varlen``:
+    sizes and the softmax scale are launch arguments."""
     make = make_flash_fwd_varlen if varlen else make_flash_fwd
-    return toolchain.compile(make(*shape, dtype, causal, scale, schedule))
+    return toolchain.compile(make(heads_q, heads_kv, d, dv, dtype, causal, schedule))
 
 
 def _empty_keys(out: torch.Tensor, lse: torch.Tensor) -> None:
@@ -60,16 +59,19 @@ def _fwd(
     if seqlen_k == 0:
         _empty_keys(out, lse)
         return
-    shape = (batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv)
     schedule = pick_schedule(d, dv, bool(causal))
     dtype = _TORCH_DTYPES[q.dtype]
-    kernel = compiled(False, shape, dtype, bool(causal), float(softmax_scale), schedule)
+    kernel = compiled(False, heads_q, heads_kv, d, dv, dtype, bool(causal), schedule)
     kernel(
         q.view(batch * seqlen_q, heads_q * d),
         k.view(batch * seqlen_k, heads_kv * d),
         v.view(batch * seqlen_k, heads_kv * dv),
         out.view(batch * seqlen_q, heads_q * dv),
         lse.view(-1),
+        batch,
+        seqlen_q,
+        seqlen_k,
+        float(softmax_scale),
     )
 
 
@@ -94,10 +96,9 @@ def _varlen_fwd(
     if total_k == 0:
         _empty_keys(out, lse)
         return
-    shape = (batch, total_q, total_k, max_seqlen_q, heads_q, heads_kv, d, dv)
     schedule = pick_schedule(d, dv, bool(causal))
     dtype = _TORCH_DTYPES[q.dtype]
-    kernel = compiled(True, shape, dtype, bool(causal), float(softmax_scale), schedule)
+    kernel = compiled(True, heads_q, heads_kv, d, dv, dtype, bool(causal), schedule)
     kernel(
         q.view(total_q, heads_q * d),
         k.view(total_k, heads_kv * d),
@@ -106,6 +107,8 @@ def _varlen_fwd(
         lse.view(-1),
         cu_seqlens_q,
         cu_seqlens_k,
+        min(max_seqlen_q, total_q),  # no sequence is longer: the grid never outgrows total_q
+        float(softmax_scale),
     )
 
 

@@ -92,9 +92,10 @@ CONFIGS = [config for kind, config in _MATRIX if kind == "test"]
 BENCH_CONFIGS = [config for kind, config in _MATRIX if kind == "bench"]
 
 
-def get_kernel(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal, **_):
-    shape = (batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv)
-    return make_flash_fwd(*shape, dtype, causal, d**-0.5, pick_schedule(d, dv, causal))
+def get_kernel(dtype, heads_q, heads_kv, d, dv, causal, **_):
+    """The kernel of every batch and sequence length of these heads (sizes are launch
+    arguments)."""
+    return make_flash_fwd(heads_q, heads_kv, d, dv, dtype, causal, pick_schedule(d, dv, causal))
 
 
 def prepare_data(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, **_):

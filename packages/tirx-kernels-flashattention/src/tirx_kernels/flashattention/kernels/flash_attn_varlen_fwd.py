@@ -73,10 +73,10 @@ CONFIGS = [config for kind, config in _MATRIX if kind == "test"]
 BENCH_CONFIGS = [config for kind, config in _MATRIX if kind == "bench"]
 
 
-def get_kernel(dtype, seqlens_q, seqlens_k, heads_q, heads_kv, d, dv, causal, **_):
-    shape = (len(seqlens_q), sum(seqlens_q), sum(seqlens_k), max(seqlens_q))
+def get_kernel(dtype, heads_q, heads_kv, d, dv, causal, **_):
+    """The kernel of every packed batch of these heads (sizes are launch arguments)."""
     schedule = pick_schedule(d, dv, causal)
-    return make_flash_fwd_varlen(*shape, heads_q, heads_kv, d, dv, dtype, causal, d**-0.5, schedule)
+    return make_flash_fwd_varlen(heads_q, heads_kv, d, dv, dtype, causal, schedule)
 
 
 def _cu(seqlens, device):
