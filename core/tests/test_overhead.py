@@ -24,3 +24,29 @@ def test_a_failing_call_is_reported_not_raised():
     assert rows["ours"]["error"] is None and rows["ours"]["eager_host_us"] > 0
     assert rows["ref"]["error"] == "RuntimeError: no flashinfer here"
     assert rows["ref"]["eager_host_us"] is None
+
+
+def test_implementations_are_timed_in_turns():
+    order: list[str] = []
+    calls = {name: (lambda name=name: order.append(name)) for name in ("ours", "ref")}
+    rows = overhead.measure(calls, graphs=False, rounds=3)
+    assert all(row["eager_host_us"] > 0 and row["error"] is None for row in rows.values())
+    turns = [name for i, name in enumerate(order) if i == 0 or order[i - 1] != name]
+    assert turns == ["ours", "ref"] * 4  # the warm-up, then three rounds in turns
+
+
+def test_a_call_failing_after_warm_up_keeps_the_others():
+    state = {"n": 0}
+
+    def flaky():
+        state["n"] += 1
+        if state["n"] > 10:  # the warm-up passes, the first timed round fails
+            raise RuntimeError("gone")
+
+    rows = overhead.measure({"flaky": flaky, "ours": lambda: None}, graphs=False)
+    assert rows["flaky"] == {
+        "eager_host_us": None,
+        "graph_replay_us": None,
+        "error": "RuntimeError: gone",
+    }
+    assert rows["ours"]["eager_host_us"] > 0

@@ -6,6 +6,8 @@ Eager: the host time of ``calls`` back-to-back launches divided by their number,
 only at the end, so it is the Python + dispatch + launch cost a small-batch caller pays
 (the GPU queue absorbs the kernels). Graph: one call captured in a CUDA graph, replayed
 ``calls`` times between two CUDA events: what a graph-capturing server pays per op.
+:func:`measure` takes the rounds of several implementations in turn (ours, the reference,
+ours, ...), so drift of clocks or host load between rounds falls on all of them alike.
 A kernel module opts in with ``public_calls(batch)`` (see core/README.md).
 """
 
@@ -16,63 +18,119 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+CALLS = 200  # calls (or replays) per round
+ROUNDS = 5
 
-def eager_host_us(call: Callable[[], Any], calls: int = 200, rounds: int = 5) -> float:
-    """Median over rounds of host µs per call, launches queued back to back."""
+
+def _sync() -> Callable[[], None]:
     import torch
 
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    for _ in range(10):  # compile caches, allocator, first-call dispatch
+    return torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+
+
+def _warm(call: Callable[[], Any]) -> None:
+    """Compile caches, the allocator, first-call dispatch."""
+    for _ in range(10):
         call()
+    _sync()()
+
+
+def _eager_round(call: Callable[[], Any], calls: int) -> float:
+    sync = _sync()
+    start = time.perf_counter()
+    for _ in range(calls):
+        call()
+    us = (time.perf_counter() - start) * 1e6 / calls
     sync()
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            call()
-        samples.append((time.perf_counter() - start) * 1e6 / calls)
-        sync()
-    return statistics.median(samples)
+    return us
 
 
-def graph_replay_us(call: Callable[[], Any], replays: int = 200, rounds: int = 5) -> float:
-    """Median over rounds of µs per replay of a graph holding one call (needs CUDA)."""
+def eager_host_us(call: Callable[[], Any], calls: int = CALLS, rounds: int = ROUNDS) -> float:
+    """Median over rounds of host µs per call, launches queued back to back."""
+    _warm(call)
+    return statistics.median(_eager_round(call, calls) for _ in range(rounds))
+
+
+def _captured(call: Callable[[], Any]) -> Any:
+    """A CUDA graph holding one ``call`` (warmed up outside capture, as torch's docs ask)."""
     import torch
 
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        call()  # warm up outside capture, as torch's graph docs ask
+        call()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         call()
+    return graph
+
+
+def _replay_round(graph: Any, replays: int) -> float:
+    import torch
+
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples = []
-    for _ in range(rounds):
+    graph.replay()
+    start.record()
+    for _ in range(replays):
         graph.replay()
-        start.record()
-        for _ in range(replays):
-            graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / replays)
-    return statistics.median(samples)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / replays
 
 
-def measure(calls: Mapping[str, Callable[[], Any]], *, graphs: bool = True) -> dict[str, dict]:
-    """``{name: {"eager_host_us", "graph_replay_us" or None, "error"}}`` for each call.
+def graph_replay_us(call: Callable[[], Any], replays: int = CALLS, rounds: int = ROUNDS) -> float:
+    """Median over rounds of µs per replay of a graph holding one call (needs CUDA)."""
+    graph = _captured(call)
+    return statistics.median(_replay_round(graph, replays) for _ in range(rounds))
+
+
+def _in_turns(
+    runs: Mapping[str, Callable[[], float]], rounds: int, results: dict[str, dict], key: str
+) -> None:
+    """``results[name][key]``: the median of ``rounds`` runs of each, taken in turns; a run
+    that raises records the error and drops its implementation."""
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    live = dict(runs)
+    for _ in range(rounds):
+        for name, run in list(live.items()):
+            try:
+                samples[name].append(run())
+            except Exception as e:  # one implementation failing must not hide the others
+                results[name]["error"] = f"{type(e).__name__}: {e}"
+                del live[name]
+    for name in live:
+        results[name][key] = statistics.median(samples[name])
+
+
+def measure(
+    calls: Mapping[str, Callable[[], Any]], *, graphs: bool = True, rounds: int = ROUNDS
+) -> dict[str, dict]:
+    """``{name: {"eager_host_us", "graph_replay_us" or None, "error"}}`` for each call, the
+    implementations' rounds taken in turns.
 
     A call that raises (a reference that cannot run here) is reported, never fatal.
     """
-    results: dict[str, dict] = {}
+    results: dict[str, dict] = {
+        name: {"eager_host_us": None, "graph_replay_us": None, "error": None} for name in calls
+    }
+    ready = {}
     for name, call in calls.items():
-        row: dict[str, Any] = {"eager_host_us": None, "graph_replay_us": None, "error": None}
         try:
-            row["eager_host_us"] = eager_host_us(call)
-            if graphs:
-                row["graph_replay_us"] = graph_replay_us(call)
-        except Exception as e:  # one implementation failing must not hide the others
-            row["error"] = f"{type(e).__name__}: {e}"
-        results[name] = row
+            _warm(call)
+            ready[name] = call
+        except Exception as e:
+            results[name]["error"] = f"{type(e).__name__}: {e}"
+    eager = {name: (lambda call=call: _eager_round(call, CALLS)) for name, call in ready.items()}
+    _in_turns(eager, rounds, results, "eager_host_us")
+    if graphs:
+        captured = {}
+        for name, call in ready.items():
+            if results[name]["error"] is None:
+                try:
+                    captured[name] = _captured(call)
+                except Exception as e:
+                    results[name]["error"] = f"{type(e).__name__}: {e}"
+        replays = {name: (lambda g=g: _replay_round(g, CALLS)) for name, g in captured.items()}
+        _in_turns(replays, rounds, results, "graph_replay_us")
     return results
