@@ -53,3 +53,16 @@ def test_decode_launches_match_the_kernels(launched, monkeypatch, variant, s_q, 
     )
     assert len(launched) == 2 and out.shape == (batch, s_q, h_q, 512)
     assert lse.shape == (batch, h_q, s_q)
+
+
+def test_device_metadata_launch_matches_the_kernel(monkeypatch):
+    from tirx_kernels.flashmla._mla_metadata_tirx import make_sched_meta
+
+    funcs: list = []
+    monkeypatch.setattr(
+        decode, "_metadata_exec", lambda: testing.checked_launches(make_sched_meta, funcs)()
+    )
+    lens = torch.tensor([[5, 0], [700, 64], [1, 9]], dtype=torch.int32)[:, 0]  # a strided view
+    meta, splits = decode.device_metadata(lens, 66)
+    assert len(funcs) == 1 and meta.shape == (66, 8) and splits.shape == (4,)
+    assert meta.dtype == splits.dtype == torch.int32

@@ -195,11 +195,33 @@ def test_gpu_against_the_reference(label, variant, monkeypatch):
     contract.run_test(**{k: v for k, v in cfg.items() if k != "label"})
 
 
+def test_gpu_metadata_kernel_equals_the_host_walk(monkeypatch):
+    """The one-warp metadata kernel gives the host walk's tensors bit for bit, on random
+    batches (lengths 0, 1, 63, 64, 65 and long ones) and part counts."""
+    import random
+
+    from tirx_kernels.core.testing import skip_unless_gpu
+    from tirx_kernels.flashmla._mla_decode_schedule import METADATA_ENV
+
+    skip_unless_gpu(contract.KERNEL_META)
+    rng = random.Random(7)
+    for batch in (1, 2, 31, 32, 33, 128, 300):
+        lens = [rng.choice([0, 1, 63, 64, 65, rng.randrange(1, 20000)]) for _ in range(batch)]
+        lens_gpu = torch.tensor(lens, dtype=torch.int32, device="cuda")
+        for rows in (16, 64, 128, 256):
+            got = decode.get_mla_metadata(lens_gpu, rows, 1)
+            monkeypatch.setenv(METADATA_ENV, "host")
+            want = decode.get_mla_metadata(lens_gpu, rows, 1)
+            monkeypatch.delenv(METADATA_ENV)
+            for g, w in zip(got, want, strict=True):
+                assert torch.equal(g, w), (batch, rows)
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_gpu_cuda_graph_capture_and_replay_with_new_lengths(variant, monkeypatch):
-    """The whole public call is captured (no host sync inside it); replaying after copying new
-    q, shorter cache_seqlens and their metadata into the captured tensors gives the new
-    result."""
+    """The whole public call, metadata included, is captured (no host sync inside it);
+    replaying after copying new q and shorter cache_seqlens into the captured tensors gives
+    the new result."""
     from tirx_kernels.core.testing import skip_unless_gpu
 
     skip_unless_gpu(contract.KERNEL_META)
@@ -214,15 +236,13 @@ def test_gpu_cuda_graph_capture_and_replay_with_new_lengths(variant, monkeypatch
     call()  # compiles and loads outside the capture
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph):  # the metadata kernel too: it never syncs with the host
+        meta_now, splits_now = decode.get_mla_metadata(lens, 64, 1)
+        meta.copy_(meta_now)
+        splits.copy_(splits_now)
         out, lse = call()
-    new_lens = torch.clamp(lens * 2 // 3, min=1)
-    new_meta, new_splits = decode.get_mla_metadata(new_lens, 64, 1)
-    assert new_meta.shape == meta.shape
     q.copy_(torch.randn_like(q) / 10)
-    lens.copy_(new_lens)
-    meta.copy_(new_meta)
-    splits.copy_(new_splits)
+    lens.copy_(torch.clamp(lens * 2 // 3, min=1))
     out.fill_(float("nan"))
     graph.replay()
     torch.cuda.synchronize()

@@ -75,3 +75,19 @@ def test_empty_parts_have_no_requests():
     rows, _ = check([1], 4)
     assert rows[0][:2] == [0, 0]
     assert all(r[0] > r[1] for r in rows[1:])
+
+
+def test_the_metadata_kernel_compiles_for_sm90a():
+    from tirx_kernels.core import toolchain
+    from tirx_kernels.flashmla._mla_metadata_tirx import make_sched_meta
+
+    assert toolchain.compile_cubin(make_sched_meta())
+
+
+def test_the_metadata_path_is_chosen_by_the_environment():
+    from tirx_kernels.flashmla._mla_decode_schedule import METADATA_ENV, metadata_on_device
+
+    assert metadata_on_device({}) and metadata_on_device({METADATA_ENV: "device"})
+    assert not metadata_on_device({METADATA_ENV: "host"})
+    with pytest.raises(ValueError, match=f"{METADATA_ENV}='gpu' is not 'device' or 'host'"):
+        metadata_on_device({METADATA_ENV: "gpu"})

@@ -49,6 +49,20 @@ def selected_variant(environ=None) -> str:
     return value
 
 
+# TIRX_FLASHMLA_METADATA=host computes get_mla_metadata for CUDA tensors on the host (one
+# device-to-host copy, values checked), the fallback to the GPU kernel of _mla_metadata_tirx.
+METADATA_ENV = "TIRX_FLASHMLA_METADATA"
+
+
+def metadata_on_device(environ=None) -> bool:
+    """Whether get_mla_metadata runs its GPU kernel for CUDA tensors (ValueError unless
+    ``$TIRX_FLASHMLA_METADATA`` is unset, ``device`` or ``host``)."""
+    value = (os.environ if environ is None else environ).get(METADATA_ENV, "") or "device"
+    if value not in ("device", "host"):
+        raise ValueError(f"flash_mla: {METADATA_ENV}={value!r} is not 'device' or 'host'")
+    return value == "device"
+
+
 def variants_to_check(environ=None) -> list[str]:
     """The variants run_test checks and run_bench times, the selected one first: all of
     ``VARIANTS``, or only the one ``$TIRX_FLASHMLA_VARIANT`` names (a fallback run never

@@ -11,8 +11,10 @@ Port of FlashMLA's dense decode API (``flash_mla/flash_mla_interface.py``,
 * ``get_mla_metadata(cache_seqlens, num_q_tokens_per_head_k, num_heads_k)`` returns
   ``(tile_scheduler_metadata, num_splits)`` (int32, on cache_seqlens' device): FlashMLA's
   balanced split of (request, 64-token block) work over ``num_sm_parts`` parts
-  (:mod:`._mla_decode_schedule`, computed on the host: one device-to-host copy of
-  cache_seqlens). Reuse it across calls with the same cache_seqlens, as upstream.
+  (:mod:`._mla_decode_schedule`), computed by a one-warp kernel for CUDA tensors, as
+  upstream (no host sync; :mod:`._mla_metadata_tirx`), on the host for CPU tensors or with
+  ``TIRX_FLASHMLA_METADATA=host`` (one device-to-host copy of cache_seqlens, whose values it
+  checks). Reuse it across calls with the same cache_seqlens, as upstream.
 * ``flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v,
   tile_scheduler_metadata, num_splits, softmax_scale=None, causal=False)`` returns
   ``(out, lse)``: out ``(batch, s_q, h_q, 512)`` in q's dtype, lse ``(batch, h_q, s_q)`` fp32.
@@ -52,8 +54,15 @@ from tirx_kernels.core import toolchain
 from tirx_kernels.core.ops import public_op
 
 from . import _mla_decode_tirx, _mla_decode_v2_tirx
-from ._mla_decode_schedule import META_INTS, num_sm_parts, sched_meta, selected_variant
+from ._mla_decode_schedule import (
+    META_INTS,
+    metadata_on_device,
+    num_sm_parts,
+    sched_meta,
+    selected_variant,
+)
 from ._mla_decode_tirx import D_QK, D_V, PAGE, make_combine
+from ._mla_metadata_tirx import make_sched_meta
 
 _DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
 # variant name (_mla_decode_schedule.VARIANTS) -> split-KV kernel factory
@@ -72,6 +81,11 @@ def _decode_exec(variant, dtype, h_q, s_q, causal):
 @functools.cache
 def _combine_exec(dtype, h_q, s_q):
     return toolchain.compile(make_combine(dtype, h_q, s_q))
+
+
+@functools.cache
+def _metadata_exec():
+    return toolchain.compile(make_sched_meta())
 
 
 @functools.cache
@@ -105,19 +119,31 @@ def get_mla_metadata(
             "get_mla_metadata: num_q_tokens_per_head_k (s_q * h_q // h_kv) must be a positive "
             f"int, got {num_q_tokens_per_head_k!r}"
         )
+    dev = cache_seqlens.device
+    if num_sms is None:
+        num_sms = _device_sms(dev.index or 0) if dev.type == "cuda" else 132
+    parts = num_sm_parts(num_sms, num_q_tokens_per_head_k, num_heads_k)
+    if dev.type == "cuda" and metadata_on_device():
+        return device_metadata(cache_seqlens, parts)
     seqlens = cache_seqlens.tolist()
     if min(seqlens) < 0:
         raise ValueError("get_mla_metadata: cache_seqlens must be >= 0")
-    if num_sms is None:
-        dev = cache_seqlens.device
-        num_sms = _device_sms(dev.index or 0) if dev.type == "cuda" else 132
-    parts = num_sm_parts(num_sms, num_q_tokens_per_head_k, num_heads_k)
     rows, splits = sched_meta(seqlens, parts)
-    dev = cache_seqlens.device
     return (
         torch.tensor(rows, dtype=torch.int32, device=dev),
         torch.tensor(splits, dtype=torch.int32, device=dev),
     )
+
+
+def device_metadata(cache_seqlens: torch.Tensor, parts: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`get_mla_metadata`'s tensors for ``parts`` parts, computed on cache_seqlens'
+    device with no host sync (its values are not checked here; the decode kernels guard
+    them)."""
+    seqlens = cache_seqlens.contiguous()
+    meta = torch.empty((parts, META_INTS), dtype=torch.int32, device=seqlens.device)
+    splits = torch.empty((seqlens.numel() + 1,), dtype=torch.int32, device=seqlens.device)
+    _metadata_exec()(seqlens, meta, splits)
+    return meta, splits
 
 
 @public_op("flash_mla_with_kvcache", mutates_args=("out", "lse", "out_accum", "lse_accum"))
