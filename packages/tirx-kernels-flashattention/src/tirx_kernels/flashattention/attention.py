@@ -42,6 +42,19 @@ def _empty_keys(out: torch.Tensor, lse: torch.Tensor) -> None:
     lse.fill_(-math.inf)
 
 
+def launch_args(varlen, q, k, v, out, lse, causal, schedule=None):
+    """(the compiled kernel, its tensor arguments) for q, k, v, out and lse of either
+    layout: the 2D (rows, heads * head_dim) views and lse flat. ``schedule``: the
+    environment's default (:func:`pick_schedule`) when None."""
+    heads_q, d = q.shape[-2:]
+    heads_kv, dv = v.shape[-2:]
+    schedule = schedule or pick_schedule(d, dv, bool(causal))
+    dtype = _TORCH_DTYPES[q.dtype]
+    kernel = compiled(varlen, heads_q, heads_kv, d, dv, dtype, bool(causal), schedule)
+    rows = [t.view(-1, t.shape[-2] * t.shape[-1]) for t in (q, k, v, out)]
+    return kernel, (*rows, lse.view(-1))
+
+
 @public_op("flashattention_fwd", mutates_args=("out", "lse"))
 def _fwd(
     out: torch.Tensor,
@@ -52,27 +65,15 @@ def _fwd(
     softmax_scale: float,
     causal: bool,
 ) -> None:
-    batch, seqlen_q, heads_q, d = q.shape
-    seqlen_k, heads_kv, dv = k.shape[1], k.shape[2], v.shape[3]
+    batch, seqlen_q, heads_q, _ = q.shape
+    seqlen_k = k.shape[1]
     if batch * seqlen_q * heads_q == 0:
         return
     if seqlen_k == 0:
         _empty_keys(out, lse)
         return
-    schedule = pick_schedule(d, dv, bool(causal))
-    dtype = _TORCH_DTYPES[q.dtype]
-    kernel = compiled(False, heads_q, heads_kv, d, dv, dtype, bool(causal), schedule)
-    kernel(
-        q.view(batch * seqlen_q, heads_q * d),
-        k.view(batch * seqlen_k, heads_kv * d),
-        v.view(batch * seqlen_k, heads_kv * dv),
-        out.view(batch * seqlen_q, heads_q * dv),
-        lse.view(-1),
-        batch,
-        seqlen_q,
-        seqlen_k,
-        float(softmax_scale),
-    )
+    kernel, tensors = launch_args(False, q, k, v, out, lse, causal)
+    kernel(*tensors, batch, seqlen_q, seqlen_k, float(softmax_scale))
 
 
 @public_op("flashattention_varlen_fwd", mutates_args=("out", "lse"))
@@ -88,28 +89,16 @@ def _varlen_fwd(
     softmax_scale: float,
     causal: bool,
 ) -> None:
-    total_q, heads_q, d = q.shape
-    total_k, heads_kv, dv = k.shape[0], k.shape[1], v.shape[2]
+    total_q, heads_q, _ = q.shape
     batch = cu_seqlens_q.shape[0] - 1
     if total_q * heads_q * batch * max_seqlen_q == 0:
         return
-    if total_k == 0:
+    if k.shape[0] == 0:
         _empty_keys(out, lse)
         return
-    schedule = pick_schedule(d, dv, bool(causal))
-    dtype = _TORCH_DTYPES[q.dtype]
-    kernel = compiled(True, heads_q, heads_kv, d, dv, dtype, bool(causal), schedule)
-    kernel(
-        q.view(total_q, heads_q * d),
-        k.view(total_k, heads_kv * d),
-        v.view(total_k, heads_kv * dv),
-        out.view(total_q, heads_q * dv),
-        lse.view(-1),
-        cu_seqlens_q,
-        cu_seqlens_k,
-        min(max_seqlen_q, total_q),  # no sequence is longer: the grid never outgrows total_q
-        float(softmax_scale),
-    )
+    kernel, tensors = launch_args(True, q, k, v, out, lse, causal)
+    # no sequence is longer than total_q: the grid never outgrows it
+    kernel(*tensors, cu_seqlens_q, cu_seqlens_k, min(max_seqlen_q, total_q), float(softmax_scale))
 
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: str) -> None:
