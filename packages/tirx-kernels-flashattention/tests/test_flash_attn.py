@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 
 import pytest
 import torch
@@ -391,4 +392,31 @@ def test_generated_code_follows_the_schedule(override):
     inits = src.count("mbarrier_init_init_shared_b64(tvm_builtin")
     assert inits == 2 * sched.stages * rings + 1  # full + empty per slot and ring, plus Q's
     assert f"setmaxnreg.dec.sync.aligned.u32 {sched.regs};" in src
-    assert f"setmaxnreg.inc.sync.aligned.u32 {(504 - sched.regs) // 2 // 8 * 8};" in src
+    assert f"setmaxnreg.inc.sync.aligned.u32 {min((512 - sched.regs) // 2 // 8 * 8, 240)};" in src
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_three_consumer_warpgroups_with_bm_192(causal):
+    """``bm=192`` (upstream's d 64 tile): 512 threads, every consumer warp frees ring slots,
+    32/160 registers as upstream's three-consumer kernel, no ping-pong turns."""
+    from tirx_kernels.core import toolchain
+    from tirx_kernels.flashattention._attention_tirx import make_flash_fwd
+
+    sched = pick_schedule(64, 64, causal, {"bm": 192, "bn": 128})
+    assert (sched.consumers, sched.regs, sched.pingpong, sched.stages) == (3, 32, False, 4)
+    src = toolchain.cuda_source(
+        toolchain.compile(make_flash_fwd(4, 2, 64, 64, "bfloat16", causal, sched))
+    )
+    assert "__launch_bounds__(512, 1)" in src and "bar.arrive" not in src
+    assert "setmaxnreg.dec.sync.aligned.u32 32;" in src
+    assert "setmaxnreg.inc.sync.aligned.u32 160;" in src
+    empty_inits = re.findall(r"mbarrier_init_init_shared_b64\(.*\(uint\)(\d+)\);", src)
+    assert empty_inits.count("12") == 2 * sched.stages  # K and V slots: all 12 consumer warps
+
+
+def test_bm_192_refuses_the_ping_pong():
+    with pytest.raises(ValueError, match="pingpong needs kBlockM 128"):
+        pick_schedule(64, 64, False, {"bm": 192, "pingpong": True})
+    with pytest.raises(ValueError, match="kBlockM 256 must be one of"):
+        pick_schedule(64, 64, False, {"bm": 256})
+    assert parse_override("bm=192") == {"bm": 192}

@@ -56,3 +56,13 @@ def test_one_kernel_serves_every_size_and_scale(launched, monkeypatch):
         k = torch.zeros(b, sk, 1, 64, dtype=torch.bfloat16)
         flash_attn_func(q, k, k, softmax_scale=scale, causal=True)
     assert len(keys) == len(launched) == 3 and len(set(keys)) == 1
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_bm_192_bench_variant_launch_matches_the_kernel(launched, causal):
+    from tirx_kernels.flashattention.kernels import flash_attn_fwd as fa
+
+    data = {name: torch.zeros(2, 200, 4, 64, dtype=torch.bfloat16) for name in "qkv"}
+    run = fa._launch_with(data, 0.125, causal, {"bm": 192, "bn": 128})
+    run()
+    assert len(launched) == 2

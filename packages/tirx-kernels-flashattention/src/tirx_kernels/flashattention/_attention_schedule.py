@@ -7,14 +7,14 @@
 
 FlashAttention-3 (``tile_size_fwd_sm90``) picks (kBlockM, kBlockN) per head dim: 192 x 192
 (causal 192 x 128) for d 64, 128 x 176 (causal 128 x 128) for d 128, 128 x 128 for d 192 with
-dv 128, 128 x 80 for d 256. This kernel keeps kBlockM = 128 (two consumer warpgroups of 64
-rows) and takes upstream's kBlockN, with a K/V ring of ``stages`` slots plus the Q tile in
-shared memory.
+dv 128, 128 x 80 for d 256. This kernel's default kBlockM is 128 (two consumer warpgroups
+of 64 rows; ``bm=192``, three, is upstream's d 64 tile, without the ping-pong), with
+upstream's kBlockN and a K/V ring of ``stages`` slots plus the Q tile in shared memory.
 
 The environment variable ``TIRX_FLASH_ATTN_SCHEDULE`` overrides the default, e.g.
-``overlap=0`` or ``bn=128,split_kv=0,pingpong=0,regs=40`` (keys: ``bn``, ``stages``,
-``overlap``, ``pingpong``, ``split_kv``, ``regs``; flags 0/1); it is read at each call, so
-the compiled kernel follows it. Pure Python (no compiler import).
+``overlap=0`` or ``bn=128,split_kv=0,pingpong=0,regs=40`` (keys: ``bm``, ``bn``,
+``stages``, ``overlap``, ``pingpong``, ``split_kv``, ``regs``; flags 0/1); it is read at each
+call, so the compiled kernel follows it. Pure Python (no compiler import).
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ import dataclasses
 import functools
 import os
 
-BM = 128  # Q rows per CTA: 2 consumer warpgroups x 64
+BM = 128  # Q rows per CTA by default: 2 consumer warpgroups x 64
+BMS = (128, 192)  # 64 rows per consumer warpgroup: two or three of them
+REGS = (24, 32, 40)  # the producer warpgroup's setmaxnreg choices
 SMEM_LIMIT = 227 * 1024  # sm_90a dynamic shared memory per block
 BARRIER_SLACK = 1024
 MAX_STAGES = 4
@@ -41,7 +43,8 @@ class Schedule:
     (named barriers order one consumer's GEMMs against the other's softmax; needs
     ``overlap``); ``split_kv``: separate K and V barriers, so S starts before V lands;
     ``regs``: the producer warpgroup's ``setmaxnreg`` (the consumers get the rest: 24 -> 240
-    as upstream's two-consumer kernel, 40 -> 232 as the first schedule).
+    as upstream's two-consumer kernel, 40 -> 232 as the first schedule, 32 -> 160 with three
+    consumers as upstream's); ``bm``: kBlockM, 64 Q rows per consumer warpgroup.
     """
 
     bn: int
@@ -50,6 +53,11 @@ class Schedule:
     pingpong: bool = True
     split_kv: bool = True
     regs: int = 24
+    bm: int = BM
+
+    @property
+    def consumers(self) -> int:
+        return self.bm // 64
 
 
 def _check_dims(d: int, dv: int) -> None:
@@ -69,9 +77,9 @@ def default_bn(d: int, dv: int, causal: bool) -> int:
     return 80
 
 
-def max_stages(d: int, dv: int, bn: int) -> int:
-    """Most K/V ring slots (up to 4) that fit shared memory beside the Q tile."""
-    q_bytes = BM * d * 2
+def max_stages(d: int, dv: int, bn: int, bm: int = BM) -> int:
+    """Most K/V ring slots (up to 4) that fit shared memory beside the ``bm``-row Q tile."""
+    q_bytes = bm * d * 2
     stage_bytes = bn * (d + dv) * 2
     return min(MAX_STAGES, (SMEM_LIMIT - BARRIER_SLACK - q_bytes) // stage_bytes)
 
@@ -89,10 +97,10 @@ def parse_override(text: str) -> dict:
         key, value = key.strip(), value.strip()
         if not sep or key not in {f.name for f in dataclasses.fields(Schedule)}:
             raise ValueError(
-                f"{ENV}: {item!r} must be key=value with key one of bn, stages, overlap, "
+                f"{ENV}: {item!r} must be key=value with key one of bm, bn, stages, overlap, "
                 "pingpong, split_kv, regs"
             )
-        if key in ("bn", "stages", "regs"):
+        if key in ("bm", "bn", "stages", "regs"):
             if not value.isdigit():
                 raise ValueError(f"{ENV}: {key} must be a positive integer, got {value!r}")
             out[key] = int(value)
@@ -111,7 +119,10 @@ def pick_schedule(d: int, dv: int, causal: bool, override: dict | None = None) -
     bn = override.get("bn", default_bn(d, dv, causal))
     if bn % 16 or not 16 <= bn <= 256:
         raise ValueError(f"kBlockN {bn} must be a multiple of 16 in 16..256")
-    fit = max_stages(d, dv, bn)
+    bm = override.get("bm", BM)
+    if bm not in BMS:
+        raise ValueError(f"kBlockM {bm} must be one of {BMS}")
+    fit = max_stages(d, dv, bn, bm)
     stages = override.get("stages", fit)
     if fit < 2 or not 2 <= stages <= fit:
         raise ValueError(
@@ -119,12 +130,15 @@ def pick_schedule(d: int, dv: int, causal: bool, override: dict | None = None) -
             f"memory (at most {fit})"
         )
     overlap = override.get("overlap", True)
-    # upstream's UseSchedulerBarrier (16-bit inputs): intra-warpgroup overlap and d <= 128
-    pingpong = override.get("pingpong", d <= 128) and overlap
-    regs = override.get("regs", 24)
-    if regs not in (24, 32, 40):
-        raise ValueError(f"producer registers {regs} must be 24, 32 or 40")
-    return Schedule(bn, stages, overlap, pingpong, override.get("split_kv", True), regs)
+    # upstream's UseSchedulerBarrier (16-bit inputs): intra-warpgroup overlap and d <= 128;
+    # this kernel's turns are for two consumer warpgroups
+    pingpong = override.get("pingpong", d <= 128 and bm == BM) and overlap
+    if pingpong and bm != BM:
+        raise ValueError(f"pingpong needs kBlockM {BM} (two consumer warpgroups), got {bm}")
+    regs = override.get("regs", 24 if bm == BM else 32)
+    if regs not in REGS:
+        raise ValueError(f"producer registers {regs} must be one of {REGS}")
+    return Schedule(bn, stages, overlap, pingpong, override.get("split_kv", True), regs, bm)
 
 
 def pick_tiles(d: int, dv: int, causal: bool = False) -> tuple[int, int]:
@@ -133,15 +147,17 @@ def pick_tiles(d: int, dv: int, causal: bool = False) -> tuple[int, int]:
     return s.bn, s.stages
 
 
-def num_kv_blocks(m_block: int, seqlen_q: int, seqlen_k: int, bn: int, causal: bool) -> int:
+def num_kv_blocks(
+    m_block: int, seqlen_q: int, seqlen_k: int, bn: int, causal: bool, bm: int = BM
+) -> int:
     """K/V blocks that Q tile ``m_block`` reads (the pure model of the kernel's bound).
 
     Causal masking is bottom-right aligned (``hopper/mask.h``): query row ``i`` sees keys
-    ``j <= i + seqlen_k - seqlen_q``, so rows of a tile below ``(m_block + 1) * BM`` see keys
-    below ``(m_block + 1) * BM + seqlen_k - seqlen_q``.
+    ``j <= i + seqlen_k - seqlen_q``, so rows of a tile below ``(m_block + 1) * bm`` see keys
+    below ``(m_block + 1) * bm + seqlen_k - seqlen_q``.
     """
     total = -(-seqlen_k // bn)
     if not causal:
         return total
-    hi = max((m_block + 1) * BM + seqlen_k - seqlen_q, 0)
+    hi = max((m_block + 1) * bm + seqlen_k - seqlen_q, 0)
     return min(total, -(-hi // bn))

@@ -22,19 +22,19 @@ Sizes are launch arguments, as upstream's: the row counts come from the tensors,
 sequence lengths (or ``max_seqlen_q``) and the softmax scale are scalars, so one compiled
 kernel per (heads, head dims, dtype, causal, schedule) serves every problem.
 
-Schedule (``_attention_schedule.Schedule``): one CTA per (128-row Q tile, head, batch), 384
-threads = 3 warpgroups. Warpgroup 0 is the producer: one thread TMA-loads the Q tile once and
-then K and V tiles (kBlockN rows, 128B swizzle) into ``stages`` ring slots with full/empty
-mbarriers, separate for K and V (``split_kv``) or shared. Warpgroups 1
-and 2 each own 64 Q rows: S = Q K^T with ``wgmma`` SS (both K-major), the masks (keys past
-seqlen_k; causal, bottom-right aligned) and the online softmax on the f32 accumulator
-fragment (rows reduced over the 4 lanes of a quad), P rounded to 16 bits in registers as the
-A operand of ``wgmma`` RS for O += P V, with V read MN-major from the same shared tile
-(``imm-trans-b``). Epilogue: O / rowsum and LSE stored from registers, clipped at seqlen_q.
-A tile's K/V rows past seqlen_k belong to the next batch (or are zero-filled by TMA at the
-end): they are masked to -inf in S, so their P is exactly 0. ``overlap`` issues S of block it
-with P V of block it - 1 (intra-warpgroup); ``pingpong`` alternates the two consumers' GEMMs
-with named barriers (inter-warpgroup).
+Schedule (``_attention_schedule.Schedule``): one CTA per (kBlockM-row Q tile, head, batch),
+one producer warpgroup and kBlockM / 64 consumers (128: 384 threads; 192: 512). Warpgroup 0
+is the producer: one thread TMA-loads the Q tile once and then K and V tiles (kBlockN rows,
+128B swizzle) into ``stages`` ring slots with full/empty mbarriers, separate for K and V
+(``split_kv``) or shared. Each consumer warpgroup owns 64 Q rows: S = Q K^T with ``wgmma``
+SS (both K-major), the masks (keys past seqlen_k; causal, bottom-right aligned) and the
+online softmax on the f32 accumulator fragment (rows reduced over the 4 lanes of a quad),
+P rounded to 16 bits in registers as the A operand of ``wgmma`` RS for O += P V, with V
+read MN-major from the same shared tile (``imm-trans-b``). Epilogue: O / rowsum and LSE
+stored from registers, clipped at seqlen_q. A tile's K/V rows past seqlen_k belong to the
+next batch (or are zero-filled by TMA at the end): they are masked to -inf in S, so their P
+is exactly 0. ``overlap`` issues S of block it with P V of block it - 1 (intra-warpgroup);
+``pingpong`` alternates the two consumers' GEMMs with named barriers (inter-warpgroup).
 """
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ from tirx_kernels.core.sm90.wgmma import (
 )
 from tirx_kernels.core.toolchain import T
 
-from ._attention_schedule import BM, pick_schedule
+from ._attention_schedule import pick_schedule
 
 DTYPES = ("bfloat16", "float16")
-_REG_BUDGET = 504  # setmaxnreg per thread: producer + 2 consumers (x 128 threads) <= 64K
+_REG_BUDGET = 512  # setmaxnreg per thread: producer + consumers (x 128 threads) <= 64K
 # named barriers of the ping-pong (upstream's FwdNamedBarriers::WarpSchedulerWG1, WG2): the
 # consumer warpgroup wg (1, 2) waits on 3 + wg before issuing its GEMMs; 0 is the CTA barrier
 _SCHED_BAR = 3
@@ -103,7 +103,9 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
     sched = schedule or pick_schedule(d, dv, causal, {})
     BN, nstages, split, pingpong = sched.bn, sched.stages, sched.split_kv, sched.pingpong
     group = heads_q // heads_kv
-    consumer_regs = (_REG_BUDGET - sched.regs) // 2 // 8 * 8
+    BM, consumers = sched.bm, sched.consumers
+    threads = 128 * (1 + consumers)
+    consumer_regs = min((_REG_BUDGET - sched.regs) // consumers // 8 * 8, 240)
     mode = Swizzle.B128
     q_bytes = BM * d * 2
     k_bytes = BN * d * 2
@@ -121,11 +123,13 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
 
     @T.inline
     def enter(max_q, batch):
-        """One CTA of 3 warpgroups per (Q tile of ``max_q`` rows, head, sequence); the
-        functions number the Q tiles from the last, longest causal tiles first."""
+        """One CTA of 1 + ``consumers`` warpgroups per (Q tile of ``max_q`` rows, head,
+        sequence); the functions number the Q tiles from the last, longest causal first."""
         T.device_entry(
             launch=T.cuda.LaunchConfig(
-                grid=(T.ceildiv(max_q, BM), heads_q, batch), block=384, dynamic_smem_bytes=smem
+                grid=(T.ceildiv(max_q, BM), heads_q, batch),
+                block=threads,
+                dynamic_smem_bytes=smem,
             ),
             kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
         )
@@ -148,9 +152,9 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
         kring = dsl.Ring(nstages)
         vring = dsl.Ring(nstages)
         if tid == 0:
-            kring.init(8)  # one elected lane per consumer warp
+            kring.init(4 * consumers)  # one elected lane per consumer warp
             if T.constexpr(split):
-                vring.init(8)
+                vring.init(4 * consumers)
             T.ptx.mbarrier.init.shared.b64(qbar.ptr_to([0]), T.uint32(1))
             kring.fence_init()
         T.cuda.cta_sync()
