@@ -395,28 +395,32 @@ def test_generated_code_follows_the_schedule(override):
     assert f"setmaxnreg.inc.sync.aligned.u32 {min((512 - sched.regs) // 2 // 8 * 8, 240)};" in src
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_three_consumer_warpgroups_with_bm_192(causal):
+@pytest.mark.parametrize("pingpong", [True, False])
+def test_three_consumer_warpgroups_with_bm_192(pingpong):
     """``bm=192`` (upstream's d 64 tile): 512 threads, every consumer warp frees ring slots,
-    32/160 registers as upstream's three-consumer kernel, no ping-pong turns."""
+    32/160 registers as upstream's three-consumer kernel, and the turns go 1 -> 2 -> 3 -> 1
+    (named barriers 4, 5, 6)."""
     from tirx_kernels.core import toolchain
     from tirx_kernels.flashattention._attention_tirx import make_flash_fwd
 
-    sched = pick_schedule(64, 64, causal, {"bm": 192, "bn": 128})
-    assert (sched.consumers, sched.regs, sched.pingpong, sched.stages) == (3, 32, False, 4)
-    src = toolchain.cuda_source(
-        toolchain.compile(make_flash_fwd(4, 2, 64, 64, "bfloat16", causal, sched))
-    )
-    assert "__launch_bounds__(512, 1)" in src and "bar.arrive" not in src
+    sched = pick_schedule(64, 64, True, {"bm": 192, "bn": 128, "pingpong": pingpong})
+    assert (sched.consumers, sched.regs, sched.pingpong, sched.stages) == (3, 32, pingpong, 4)
+    func = make_flash_fwd(4, 2, 64, 64, "bfloat16", True, sched)
+    src = toolchain.cuda_source(toolchain.compile(func))
+    assert "__launch_bounds__(512, 1)" in src
     assert "setmaxnreg.dec.sync.aligned.u32 32;" in src
     assert "setmaxnreg.inc.sync.aligned.u32 160;" in src
     empty_inits = re.findall(r"mbarrier_init_init_shared_b64\(.*\(uint\)(\d+)\);", src)
     assert empty_inits.count("12") == 2 * sched.stages  # K and V slots: all 12 consumer warps
+    arrive = re.search(r"bar_arrive_arrive\(\(\(uint\)\((.*)\)\), \(uint\)256\)", src)
+    assert bool(arrive) == pingpong
+    if pingpong:  # the next warpgroup's barrier, for the three consumers' first threads
+        turn = arrive.group(1).replace("((int)threadIdx.x)", "tid")
+        assert [eval(turn, {"tid": tid}) for tid in (128, 256, 384)] == [5, 6, 4]
 
 
-def test_bm_192_refuses_the_ping_pong():
-    with pytest.raises(ValueError, match="pingpong needs kBlockM 128"):
-        pick_schedule(64, 64, False, {"bm": 192, "pingpong": True})
+def test_bad_bm_is_refused():
     with pytest.raises(ValueError, match="kBlockM 256 must be one of"):
         pick_schedule(64, 64, False, {"bm": 256})
     assert parse_override("bm=192") == {"bm": 192}
+    assert pick_schedule(64, 64, False, {"bm": 192}).pingpong  # upstream's default for d 64

@@ -57,13 +57,15 @@ def test_matches_reference_eager_graph_compile(causal):
 
 # schedule overrides (as TIRX_FLASH_ATTN_SCHEDULE would give them): the default, without
 # ping-pong, the first working schedule (one barrier per K/V slot, no ping-pong), the
-# simplest (each GEMM waited for), and three consumer warpgroups (kBlockM 192)
+# simplest (each GEMM waited for), and three consumer warpgroups (kBlockM 192) with
+# and without their turns
 SCHEDULES = (
     {},
     {"pingpong": False},
     {"bn": 128, "split_kv": False, "pingpong": False, "regs": 40},
     {"bn": 128, "overlap": False, "split_kv": False, "pingpong": False, "regs": 40},
-    {"bm": 192, "bn": 128},  # three consumer warpgroups (upstream's d 64 tile)
+    {"bm": 192, "bn": 128},  # three consumer warpgroups (upstream's d 64 tile), turns 1-2-3
+    {"bm": 192, "bn": 128, "pingpong": False},
 )
 
 

@@ -8,7 +8,7 @@
 FlashAttention-3 (``tile_size_fwd_sm90``) picks (kBlockM, kBlockN) per head dim: 192 x 192
 (causal 192 x 128) for d 64, 128 x 176 (causal 128 x 128) for d 128, 128 x 128 for d 192 with
 dv 128, 128 x 80 for d 256. This kernel's default kBlockM is 128 (two consumer warpgroups
-of 64 rows; ``bm=192``, three, is upstream's d 64 tile, without the ping-pong), with
+of 64 rows; ``bm=192``, three, is upstream's d 64 tile), with
 upstream's kBlockN and a K/V ring of ``stages`` slots plus the Q tile in shared memory.
 
 The environment variable ``TIRX_FLASH_ATTN_SCHEDULE`` overrides the default, e.g.
@@ -130,11 +130,8 @@ def pick_schedule(d: int, dv: int, causal: bool, override: dict | None = None) -
             f"memory (at most {fit})"
         )
     overlap = override.get("overlap", True)
-    # upstream's UseSchedulerBarrier (16-bit inputs): intra-warpgroup overlap and d <= 128;
-    # this kernel's turns are for two consumer warpgroups
-    pingpong = override.get("pingpong", d <= 128 and bm == BM) and overlap
-    if pingpong and bm != BM:
-        raise ValueError(f"pingpong needs kBlockM {BM} (two consumer warpgroups), got {bm}")
+    # upstream's UseSchedulerBarrier (16-bit inputs): intra-warpgroup overlap and d <= 128
+    pingpong = override.get("pingpong", d <= 128) and overlap
     regs = override.get("regs", 24 if bm == BM else 32)
     if regs not in REGS:
         raise ValueError(f"producer registers {regs} must be one of {REGS}")

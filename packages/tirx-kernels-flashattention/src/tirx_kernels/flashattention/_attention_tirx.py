@@ -34,7 +34,7 @@ read MN-major from the same shared tile (``imm-trans-b``). Epilogue: O / rowsum 
 stored from registers, clipped at seqlen_q. A tile's K/V rows past seqlen_k belong to the
 next batch (or are zero-filled by TMA at the end): they are masked to -inf in S, so their P
 is exactly 0. ``overlap`` issues S of block it with P V of block it - 1 (intra-warpgroup);
-``pingpong`` alternates the two consumers' GEMMs with named barriers (inter-warpgroup).
+``pingpong`` gives the consumers' GEMMs turns with named barriers (inter-warpgroup).
 """
 
 from __future__ import annotations
@@ -56,8 +56,9 @@ from ._attention_schedule import pick_schedule
 
 DTYPES = ("bfloat16", "float16")
 _REG_BUDGET = 512  # setmaxnreg per thread: producer + consumers (x 128 threads) <= 64K
-# named barriers of the ping-pong (upstream's FwdNamedBarriers::WarpSchedulerWG1, WG2): the
-# consumer warpgroup wg (1, 2) waits on 3 + wg before issuing its GEMMs; 0 is the CTA barrier
+# named barriers of the ping-pong (upstream's FwdNamedBarriers::WarpSchedulerWG1..3): the
+# consumer warpgroup wg (1 .. consumers) waits on 3 + wg before issuing its GEMMs, then passes
+# the turn to the next one, cyclically; 0 is the CTA barrier
 _SCHED_BAR = 3
 _CVT = {"bfloat16": "bf16x2", "float16": "f16x2"}
 LOG2E = 1.4426950408889634
@@ -261,10 +262,10 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
             elif n_blocks > 0:
                 # FA3's intra-warpgroup overlap: S of block it and P V of block it - 1 are in
                 # flight together; the softmax of block it runs while P V finishes. With
-                # ``pingpong`` the two warpgroups take turns issuing their GEMMs (upstream's
-                # warp_scheduler_barrier_sync/arrive), so one's softmax runs under the
-                # other's GEMMs; the first warpgroup gets the first turn (upstream's mma_init).
-                # Both run the same n_blocks, so the turns pair up.
+                # ``pingpong`` the consumer warpgroups take turns issuing their GEMMs
+                # (upstream's warp_scheduler_barrier_sync/arrive), so one's softmax runs under
+                # another's GEMMs; the first warpgroup gets the first turn (upstream's
+                # mma_init). All run the same n_blocks, so the turns go round evenly.
                 if T.constexpr(pingpong):
                     if wg == 1:
                         T.ptx.bar.arrive(T.uint32(_SCHED_BAR + 1), T.uint32(256))
@@ -278,7 +279,7 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
                     _sched_sync(wg, pingpong)
                     _issue_s(s, dq, kslot, kring, q_steps, k_steps, BN, dtype)
                     _issue_pv(o, p, vslot, vring, v_steps, dv, dtype, split)
-                    _sched_arrive(wg, pingpong)
+                    _sched_arrive(wg, pingpong, consumers)
                     dsl.wgmma_wait(1)  # S done (groups complete in order); P V may run on
                     _done_k(kring, lane, split)
                     _mask(s, it * BN, row, col, row0, BN, seqlen_k, shift, causal)
@@ -449,16 +450,20 @@ def _issue_s(s, dq, kslot, kring, q_steps, k_steps, bn, dtype):
 
 @T.inline
 def _sched_sync(wg, pingpong):
-    """Wait for this warpgroup's turn to issue GEMMs (named barrier 3 + wg, both warpgroups)."""
+    """Wait for this warpgroup's turn to issue GEMMs (named barrier 3 + wg: its 128 threads
+    and the 128 of the warpgroup before it)."""
     if T.constexpr(pingpong):
         T.ptx.bar.sync(T.cast(_SCHED_BAR + wg, "uint32"), T.uint32(256))
 
 
 @T.inline
-def _sched_arrive(wg, pingpong):
-    """Give the other consumer warpgroup (3 - wg) its turn."""
+def _sched_arrive(wg, pingpong, consumers):
+    """Give the next consumer warpgroup its turn (upstream's order: 1 -> 2 [-> 3] -> 1)."""
     if T.constexpr(pingpong):
-        T.ptx.bar.arrive(T.cast(_SCHED_BAR + 3 - wg, "uint32"), T.uint32(256))
+        if T.constexpr(consumers == 2):
+            T.ptx.bar.arrive(T.cast(_SCHED_BAR + 3 - wg, "uint32"), T.uint32(256))
+        else:
+            T.ptx.bar.arrive(T.cast(_SCHED_BAR + 1 + wg % consumers, "uint32"), T.uint32(256))
 
 
 @T.inline
