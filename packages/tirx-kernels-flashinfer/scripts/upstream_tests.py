@@ -5,7 +5,7 @@
     python packages/tirx-kernels-flashinfer/scripts/upstream_tests.py prepare \\
         --git-dir /work/.mirror/flashinfer-ai+flashinfer/repo [--commit SHA] [--dir DIR]
     python packages/tirx-kernels-flashinfer/scripts/upstream_tests.py run \\
-        [--only norm|activation|rope ...] [--junit FILE] [--dir DIR] [-- PYTEST ARGS]
+        [--only norm|activation|rope ...] [--junit FILE] [--shards N] [--dir DIR] [-- PYTEST ARGS]
 
 ``prepare`` copies, with ``git show COMMIT:PATH`` from a (bare) clone of FlashInfer, the test
 files of the functions this family replaces (:data:`SUITES`) and the helpers they import into
@@ -15,12 +15,17 @@ with a ``conftest.py`` that replaces ``flashinfer.norm.*``, ``flashinfer.activat
 (:data:`PATCHED`) before the tests import anything. ``run`` runs pytest there, offline, on
 the tests that call those functions (``-k`` of :data:`SUITES`); FlashInfer must be installed
 (its other functions are the references of some tests, e.g. ``apply_rope`` for
-``apply_rope_pos_ids``). The session fails when none of our functions was called.
+``apply_rope_pos_ids``). The session fails when none of our functions was called. The tests
+are bound by kernel compiles, one per shape: ``--shards N`` runs N pytest processes at once,
+process i taking every N-th collected test from the i-th (logs ``DIR/shard-i.log``, JUnit
+``FILE`` with ``.shard-i`` before its suffix).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -41,7 +46,8 @@ SUITES = {
     "activation": (["tests/utils/test_activation.py"], None),
     "rope": (["tests/attention/test_rope.py"], "test_rope_pos_ids and not llama31"),
 }
-HELPERS = ["tests/test_helpers/rope_reference.py"]  # imported by test_rope.py
+HELPERS = ["tests/test_helpers/rope_reference.py"]
+NO_TESTS = 5  # pytest's exit code when a session collected nothing  # imported by test_rope.py
 PACKAGES = ["tests", "tests/utils", "tests/attention", "tests/test_helpers"]
 
 # flashinfer submodule -> the functions of ours (tirx_kernels.flashinfer.<same>) replacing it
@@ -61,6 +67,7 @@ CONFTEST = """\
 # Written by tirx-kernels' upstream_tests.py: FlashInfer's tests against our functions.
 import functools
 import importlib
+import os
 
 import pytest
 
@@ -88,6 +95,13 @@ def pytest_configure(config):
             setattr(upstream, name, replacement)
             if hasattr(flashinfer, name):
                 setattr(flashinfer, name, replacement)
+
+
+def pytest_collection_modifyitems(config, items):
+    shard = os.environ.get("TIRX_FI_SHARD")  # "i/n": every n-th collected test from the i-th
+    if shard:
+        i, n = map(int, shard.split("/"))
+        items[:] = items[i::n]
 
 
 def pytest_report_header(config):
@@ -125,7 +139,7 @@ def prepare(git_dir: str, commit: str, out: Path) -> None:
     print(f"prepared FlashInfer @ {commit} tests in {out}: {', '.join(files)}")
 
 
-def run(only: list[str], junit: str | None, out: Path, extra: list[str]) -> int:
+def run(only: list[str], junit: str | None, out: Path, extra: list[str], shards: int = 1) -> int:
     if not (out / "conftest.py").is_file():
         raise SystemExit(f"run: {out} is not prepared; run `prepare` first")
     files, selections = [], []
@@ -137,11 +151,36 @@ def run(only: list[str], junit: str | None, out: Path, extra: list[str]) -> int:
         )
     cmd = [sys.executable, "-m", "pytest", "-c", str(out / "pytest.ini"), "--rootdir", str(out)]
     cmd += [*files, "-k", " or ".join(selections), "-q", "-rfE"]
-    if junit:
-        cmd += ["--junitxml", str(Path(junit).resolve())]
-    cmd += extra
-    print("+", " ".join(cmd), flush=True)
-    return subprocess.call(cmd, cwd=out)
+    if shards == 1:
+        cmd += ["--junitxml", str(Path(junit).resolve())] if junit else []
+        print("+", " ".join(cmd + extra), flush=True)
+        return subprocess.call(cmd + extra, cwd=out)
+    # a timeout's SIGTERM ends the shards too (the finally below), not only this process
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    procs = []
+    try:
+        for i in range(shards):
+            report = Path(junit).resolve() if junit else None
+            shard_cmd = cmd + (
+                [f"--junitxml={report.with_suffix(f'.shard-{i}{report.suffix}')}"] if report else []
+            )
+            env = dict(os.environ, TIRX_FI_SHARD=f"{i}/{shards}")
+            print(f"+ TIRX_FI_SHARD={i}/{shards}", " ".join(shard_cmd + extra), flush=True)
+            with open(out / f"shard-{i}.log", "w") as log:
+                procs.append(
+                    subprocess.Popen(shard_cmd + extra, cwd=out, env=env, stdout=log, stderr=log)
+                )
+        codes = []
+        for i, proc in enumerate(procs):
+            codes.append(proc.wait())
+            summary = (out / f"shard-{i}.log").read_text().strip().splitlines()[-1:]
+            print(f"shard {i}/{shards}: exit {codes[-1]}:", *summary, flush=True)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    ran = [code for code in codes if code != NO_TESTS] or codes  # more shards than tests
+    return max(ran)
 
 
 def main(argv=None) -> int:
@@ -157,12 +196,15 @@ def main(argv=None) -> int:
     r = sub.add_parser("run", help="run them against tirx_kernels.flashinfer")
     r.add_argument("--only", action="append", choices=sorted(SUITES), help="repeatable")
     r.add_argument("--junit", help="write a JUnit XML report here")
+    r.add_argument("--shards", type=int, default=1, help="pytest processes at once (>= 1)")
     r.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     args = parser.parse_args(argv)
     if args.command == "prepare":
         prepare(args.git_dir, args.commit, args.dir.resolve())
         return 0
-    return run(args.only or sorted(SUITES), args.junit, args.dir.resolve(), extra)
+    if args.shards < 1:
+        parser.error(f"--shards must be >= 1, got {args.shards}")
+    return run(args.only or sorted(SUITES), args.junit, args.dir.resolve(), extra, args.shards)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""scripts/upstream_tests.py run on the CPU: a stand-in ``flashinfer`` package and a test file
+in the prepared layout; the conftest must route flashinfer.norm.rmsnorm to ours, and
+``--shards`` must split the tests between processes without losing or repeating one."""
+
+from __future__ import annotations
+
+import importlib.util
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "upstream_tests.py"
+
+# each test calls flashinfer.norm.rmsnorm on CPU tensors: ours refuses them, the stand-in
+# (if the patch did not take) returns None
+TESTS = """
+import pytest
+import torch
+import flashinfer
+
+
+@pytest.mark.parametrize("n", range(7))
+def test_norm(n):
+    x = torch.ones(2, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="must be a CUDA tensor"):
+        flashinfer.norm.rmsnorm(x, x[0])
+"""
+
+
+@pytest.fixture
+def script():
+    spec = importlib.util.spec_from_file_location("upstream_tests", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def prepared(tmp_path, monkeypatch, script):
+    """A prepared folder (as ``prepare`` writes it) with a stand-in flashinfer importable."""
+    for sub in ("norm", "activation", "rope"):
+        (tmp_path / "flashinfer").mkdir(exist_ok=True)
+        (tmp_path / "flashinfer" / f"{sub}.py").write_text("def placeholder(*args): return None\n")
+    (tmp_path / "flashinfer" / "__init__.py").write_text("from . import activation, norm, rope\n")
+    (tmp_path / "tests" / "utils").mkdir(parents=True)
+    (tmp_path / "tests" / "utils" / "test_norm.py").write_text(TESTS)
+    for package in ("tests", "tests/utils"):
+        (tmp_path / package / "__init__.py").touch()
+    (tmp_path / "conftest.py").write_text(script.CONFTEST.format(patched=script.PATCHED))
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\npythonpath = .\naddopts = -p no:cacheprovider\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    return tmp_path
+
+
+def _cases(report: Path) -> list[str]:
+    return [case.get("name") for case in ET.parse(report).iter("testcase")]
+
+
+def test_one_process_runs_every_test_on_our_function(prepared, script):
+    junit = prepared / "report.xml"
+    assert script.run(["norm"], str(junit), prepared, []) == 0
+    assert sorted(_cases(junit)) == sorted(f"test_norm[{n}]" for n in range(7))
+
+
+def test_shards_split_the_tests_without_loss_or_repeat(prepared, script):
+    junit = prepared / "report.xml"
+    assert script.run(["norm"], str(junit), prepared, [], shards=3) == 0
+    shards = [_cases(prepared / f"report.shard-{i}.xml") for i in range(3)]
+    assert all(shards) and sorted(sum(shards, [])) == sorted(f"test_norm[{n}]" for n in range(7))
+    assert all((prepared / f"shard-{i}.log").is_file() for i in range(3))
+
+
+def test_more_shards_than_tests_still_pass(prepared, script):
+    assert script.run(["norm"], None, prepared, [], shards=9) == 0
+
+
+def test_a_failing_test_fails_the_sharded_run(prepared, script):
+    path = prepared / "tests" / "utils" / "test_norm.py"
+    path.write_text(path.read_text() + "\n\ndef test_norm_broken():\n    assert False\n")
+    assert script.run(["norm"], None, prepared, [], shards=2) == 1
