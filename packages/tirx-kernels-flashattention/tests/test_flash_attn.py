@@ -21,6 +21,7 @@ from tirx_kernels.flashattention._attention_schedule import (
     BM,
     ENV,
     HEAD_DIMS,
+    max_stages,
     num_kv_blocks,
     parse_override,
     pick_schedule,
@@ -424,3 +425,29 @@ def test_bad_bm_is_refused():
         pick_schedule(64, 64, False, {"bm": 256})
     assert parse_override("bm=192") == {"bm": 192}
     assert pick_schedule(64, 64, False, {"bm": 192}).pingpong  # upstream's default for d 64
+
+
+@pytest.mark.parametrize("bn", [128, 192])
+def test_p_through_shared_memory(bn):
+    """``pv_smem``: each consumer stores P with stmatrix into its own 64 x kBlockN tile after
+    the ring, waits for its warpgroup (named barrier 6 + wg), and P V reads it SS with V
+    MN-major; the tiles count against shared memory."""
+    from tirx_kernels.core import toolchain
+    from tirx_kernels.flashattention._attention_tirx import make_flash_fwd
+
+    sched = pick_schedule(64, 64, False, {"bm": 192, "bn": bn, "pv_smem": True})
+    assert sched.stages == max_stages(64, 64, bn, 192, pv_smem=True) == {128: 4, 192: 2}[bn]
+    assert max_stages(64, 64, 192, 192) == 4  # without the three 24 KiB P tiles
+    src = toolchain.cuda_source(
+        toolchain.compile(make_flash_fwd(4, 2, 64, 64, "bfloat16", False, sched))
+    )
+    assert src.count("stmatrix_sync_aligned_m8n8_x4_shared_b16(") - 1 == 4 * (bn // 64) * 2
+    assert "bar_sync_count_sync(((uint)((((int)threadIdx.x) >> 7) + 6)), (uint)128)" in src
+    assert "ss_mma_async_sync_aligned_m64n64k16_f32_bf16_bf16_1_1_0_1(" in src  # V MN-major
+    assert "rs_mma" not in src and "m64n64k16_f32_bf16_bf16_1_1_0_1_rs" not in src
+
+
+def test_p_through_shared_memory_needs_64_column_blocks():
+    with pytest.raises(ValueError, match="kBlockN 80 must be a multiple of 64"):
+        pick_schedule(256, 256, False, {"pv_smem": True})
+    assert parse_override("pv_smem=1") == {"pv_smem": True}

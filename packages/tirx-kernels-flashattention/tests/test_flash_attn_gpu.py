@@ -58,7 +58,7 @@ def test_matches_reference_eager_graph_compile(causal):
 # schedule overrides (as TIRX_FLASH_ATTN_SCHEDULE would give them): the default, without
 # ping-pong, the first working schedule (one barrier per K/V slot, no ping-pong), the
 # simplest (each GEMM waited for), and three consumer warpgroups (kBlockM 192) with
-# and without their turns
+# and without their turns, and with P through shared memory
 SCHEDULES = (
     {},
     {"pingpong": False},
@@ -66,6 +66,7 @@ SCHEDULES = (
     {"bn": 128, "overlap": False, "split_kv": False, "pingpong": False, "regs": 40},
     {"bm": 192, "bn": 128},  # three consumer warpgroups (upstream's d 64 tile), turns 1-2-3
     {"bm": 192, "bn": 128, "pingpong": False},
+    {"bm": 192, "bn": 128, "pv_smem": True},  # P through shared memory, SS P V
 )
 
 
@@ -80,6 +81,18 @@ SCHEDULES = (
 def test_schedules_match_reference(override, d, causal):
     """Each schedule, launched directly: if only the default fails, its additions are at
     fault."""
+    _check_schedule(override, d, causal)
+
+
+@needs_sm90a
+@pytest.mark.parametrize("causal", [False, True])
+def test_upstream_d64_tile_matches_reference(causal):
+    """192 x 192 with P through shared memory, upstream's non-causal d 64 tile (d 64 only:
+    at d 128 its P tiles leave room for one K/V slot)."""
+    _check_schedule({"bm": 192, "bn": 192, "pv_smem": True}, 64, causal)
+
+
+def _check_schedule(override, d, causal):
     b, sq, sk, hq, hk = 2, 200, 1000, 4, 2  # 6-8 K/V blocks: the rings wrap, turns repeat
     data = _data(b, sq, sk, hq, hk, d)
     schedule = pick_schedule(d, d, causal, override)

@@ -59,10 +59,13 @@ def test_one_kernel_serves_every_size_and_scale(launched, monkeypatch):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_the_bm_192_bench_variant_launch_matches_the_kernel(launched, causal):
+@pytest.mark.parametrize(
+    "tile", [{"bm": 192, "bn": 128}, {"bm": 192, "bn": 192, "pv_smem": True}], ids=["rs", "ss"]
+)
+def test_the_bm_192_bench_variants_launch_matches_the_kernel(launched, causal, tile):
     from tirx_kernels.flashattention.kernels import flash_attn_fwd as fa
 
     data = {name: torch.zeros(2, 200, 4, 64, dtype=torch.bfloat16) for name in "qkv"}
-    run = fa._launch_with(data, 0.125, causal, {"bm": 192, "bn": 128})
+    run = fa._launch_with(data, 0.125, causal, tile)
     run()
     assert len(launched) == 2

@@ -44,7 +44,9 @@ class Schedule:
     ``overlap``); ``split_kv``: separate K and V barriers, so S starts before V lands;
     ``regs``: the producer warpgroup's ``setmaxnreg`` (the consumers get the rest: 24 -> 240
     as upstream's two-consumer kernel, 40 -> 232 as the first schedule, 32 -> 160 with three
-    consumers as upstream's); ``bm``: kBlockM, 64 Q rows per consumer warpgroup.
+    consumers as upstream's); ``bm``: kBlockM, 64 Q rows per consumer warpgroup;
+    ``pv_smem``: P through shared memory for an SS P V (upstream's MmaPV_is_RS false, its d 64
+    192 x 192 tile), each consumer a 64 x kBlockN tile, instead of the registers' A operand.
     """
 
     bn: int
@@ -54,6 +56,7 @@ class Schedule:
     split_kv: bool = True
     regs: int = 24
     bm: int = BM
+    pv_smem: bool = False
 
     @property
     def consumers(self) -> int:
@@ -77,9 +80,10 @@ def default_bn(d: int, dv: int, causal: bool) -> int:
     return 80
 
 
-def max_stages(d: int, dv: int, bn: int, bm: int = BM) -> int:
-    """Most K/V ring slots (up to 4) that fit shared memory beside the ``bm``-row Q tile."""
-    q_bytes = bm * d * 2
+def max_stages(d: int, dv: int, bn: int, bm: int = BM, pv_smem: bool = False) -> int:
+    """Most K/V ring slots (up to 4) that fit shared memory beside the ``bm``-row Q tile
+    (and the consumers' P tiles with ``pv_smem``)."""
+    q_bytes = bm * d * 2 + (bm * bn * 2 if pv_smem else 0)
     stage_bytes = bn * (d + dv) * 2
     return min(MAX_STAGES, (SMEM_LIMIT - BARRIER_SLACK - q_bytes) // stage_bytes)
 
@@ -98,7 +102,7 @@ def parse_override(text: str) -> dict:
         if not sep or key not in {f.name for f in dataclasses.fields(Schedule)}:
             raise ValueError(
                 f"{ENV}: {item!r} must be key=value with key one of bm, bn, stages, overlap, "
-                "pingpong, split_kv, regs"
+                "pingpong, split_kv, regs, pv_smem"
             )
         if key in ("bm", "bn", "stages", "regs"):
             if not value.isdigit():
@@ -122,7 +126,12 @@ def pick_schedule(d: int, dv: int, causal: bool, override: dict | None = None) -
     bm = override.get("bm", BM)
     if bm not in BMS:
         raise ValueError(f"kBlockM {bm} must be one of {BMS}")
-    fit = max_stages(d, dv, bn, bm)
+    pv_smem = override.get("pv_smem", False)
+    if pv_smem and bn % 64:
+        raise ValueError(
+            f"pv_smem stores P in 64-column blocks: kBlockN {bn} must be a multiple of 64"
+        )
+    fit = max_stages(d, dv, bn, bm, pv_smem)
     stages = override.get("stages", fit)
     if fit < 2 or not 2 <= stages <= fit:
         raise ValueError(
@@ -135,7 +144,8 @@ def pick_schedule(d: int, dv: int, causal: bool, override: dict | None = None) -
     regs = override.get("regs", 24 if bm == BM else 32)
     if regs not in REGS:
         raise ValueError(f"producer registers {regs} must be one of {REGS}")
-    return Schedule(bn, stages, overlap, pingpong, override.get("split_kv", True), regs, bm)
+    split_kv = override.get("split_kv", True)
+    return Schedule(bn, stages, overlap, pingpong, split_kv, regs, bm, pv_smem)
 
 
 def pick_tiles(d: int, dv: int, causal: bool = False) -> tuple[int, int]:

@@ -39,6 +39,7 @@ is exactly 0. ``overlap`` issues S of block it with P V of block it - 1 (intra-w
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -60,6 +61,7 @@ _REG_BUDGET = 512  # setmaxnreg per thread: producer + consumers (x 128 threads)
 # consumer warpgroup wg (1 .. consumers) waits on 3 + wg before issuing its GEMMs, then passes
 # the turn to the next one, cyclically; 0 is the CTA barrier
 _SCHED_BAR = 3
+_P_BAR = 6  # with ``pv_smem``, warpgroup wg's P tile is written when named barrier 6 + wg opens
 _CVT = {"bfloat16": "bf16x2", "float16": "f16x2"}
 LOG2E = 1.4426950408889634
 NINF = -math.inf
@@ -113,6 +115,11 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
     v_bytes = BN * dv * 2
     stage_bytes = k_bytes + v_bytes  # slot s: K at q_bytes + s * stage_bytes, V after it
     smem = q_bytes + nstages * stage_bytes
+    p_tile = None
+    if sched.pv_smem:  # each consumer's P after the ring, read by SS wgmmas
+        steps = tuple(kstep_offset(k, rows=64, elem_bytes=2, mode=mode) for k in range(BN // 16))
+        p_tile = _PTile(smem, 64 * BN * 2, kmajor_descriptor_base(mode, 64), steps)
+        smem += consumers * p_tile.nbytes
     lag = 1 if sched.overlap else 0  # the producer loads V of block it - lag after K of it
     desc_q = kmajor_descriptor_base(mode, BM)
     desc_k = kmajor_descriptor_base(mode, BN)
@@ -223,7 +230,7 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
             T.ptx.setmaxnreg.inc.sync.aligned.u32(consumer_regs)
             s = T.alloc_local((BN // 2,), "float32")
             o = T.alloc_local((dv // 2,), "float32")
-            p = T.alloc_local((BN // 4,), "uint32")
+            p = T.alloc_local((4 if p_tile else BN // 4,), "uint32")  # stmatrix scratch or P
             m = T.alloc_local((2,), "float32")
             lsum = T.alloc_local((2,), "float32")
             corr = T.alloc_local((2,), "float32")
@@ -255,8 +262,8 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
                     _mask(s, it * BN, row, col, row0, BN, seqlen_k, shift, causal)
                     _online_softmax(s, m, lsum, corr, mx, msc, rs, BN, scale_log2)
                     _rescale(o, corr, dv)
-                    _to_p(p, s, BN, dtype)
-                    _issue_pv(o, p, vslot, vring, v_steps, dv, dtype, split)
+                    _to_p(p, s, BN, dtype, p_tile, base, wg)
+                    _issue_pv(o, p, vslot, vring, v_steps, dv, dtype, split, p_tile, base, wg)
                     dsl.wgmma_wait(0)
                     _done_v(kring, vring, lane, split)
             elif n_blocks > 0:
@@ -274,11 +281,11 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
                 _done_k(kring, lane, split)
                 _mask(s, 0, row, col, row0, BN, seqlen_k, shift, causal)
                 _online_softmax(s, m, lsum, corr, mx, msc, rs, BN, scale_log2)
-                _to_p(p, s, BN, dtype)  # O is still 0: nothing to rescale
+                _to_p(p, s, BN, dtype, p_tile, base, wg)  # O is still 0: nothing to rescale
                 for it in T.serial(1, n_blocks):
                     _sched_sync(wg, pingpong)
                     _issue_s(s, dq, kslot, kring, q_steps, k_steps, BN, dtype)
-                    _issue_pv(o, p, vslot, vring, v_steps, dv, dtype, split)
+                    _issue_pv(o, p, vslot, vring, v_steps, dv, dtype, split, p_tile, base, wg)
                     _sched_arrive(wg, pingpong, consumers)
                     dsl.wgmma_wait(1)  # S done (groups complete in order); P V may run on
                     _done_k(kring, lane, split)
@@ -287,8 +294,8 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
                     dsl.wgmma_wait(0)  # P V of block it - 1 done: its slot, P and O are free
                     _done_v(kring, vring, lane, split)
                     _rescale(o, corr, dv)
-                    _to_p(p, s, BN, dtype)
-                _issue_pv(o, p, vslot, vring, v_steps, dv, dtype, split)
+                    _to_p(p, s, BN, dtype, p_tile, base, wg)
+                _issue_pv(o, p, vslot, vring, v_steps, dv, dtype, split, p_tile, base, wg)
                 dsl.wgmma_wait(0)
                 _done_v(kring, vring, lane, split)
             # epilogue (hopper/softmax.h finalize, hopper/epilogue_fwd.hpp)
@@ -419,13 +426,38 @@ def _rescale(o, corr, dv):
                 o[4 * j + 2 * hh + e] = o[4 * j + 2 * hh + e] * corr[hh]
 
 
+@dataclasses.dataclass(frozen=True)
+class _PTile:
+    """Where consumer warpgroup wg keeps P with ``pv_smem``: a 64 x kBlockN K-major tile
+    (128B swizzle, 64 columns per 8 KiB block) at ``offset + (wg - 1) * nbytes`` of the
+    arena; ``desc``/``steps``: its wgmma descriptor base and k16 offsets."""
+
+    offset: int
+    nbytes: int
+    desc: int
+    steps: tuple
+
+    def addr(self, base, wg):
+        return base + T.cast(self.offset + (wg - 1) * self.nbytes, "uint32")
+
+
 @T.inline
-def _to_p(p, s, bn, dtype):
-    """P to 16 bits: S registers 8 kk .. 8 kk + 7 are the A fragment of P V's k-step kk."""
-    cvt = getattr(T.ptx.cvt.rn, _CVT[dtype]).f32
-    for kk in T.unroll(bn // 16):
-        for r in T.unroll(4):
-            cvt(p[4 * kk + r], s[8 * kk + 2 * r + 1], s[8 * kk + 2 * r])
+def _to_p(p, s, bn, dtype, p_tile, base, wg):
+    """P to 16 bits. In registers (``p_tile`` None): S registers 8 kk .. 8 kk + 7 are the A
+    fragment of P V's k-step kk. Else into the warpgroup's shared P tile (``stmatrix``; ``p``
+    its scratch), visible to the async proxy once the warpgroup's 128 threads have written."""
+    if T.constexpr(p_tile is None):
+        cvt = getattr(T.ptx.cvt.rn, _CVT[dtype]).f32
+        for kk in T.unroll(bn // 16):
+            for r in T.unroll(4):
+                cvt(p[4 * kk + r], s[8 * kk + 2 * r + 1], s[8 * kk + 2 * r])
+    else:
+        for chunk in T.unroll(bn // 64):
+            dsl.stmatrix_acc_chunk(
+                s, p_tile.addr(base, wg) + T.uint32(chunk * 8192), chunk, p, dtype
+            )
+        T.ptx.fence.proxy.async_.shared__cta()
+        T.ptx.bar.sync(T.cast(_P_BAR + wg, "uint32"), T.uint32(128))
 
 
 def _load_tile(arena, offset, rows, cols, src, bar, row, col, dtype):
@@ -477,14 +509,19 @@ def _done_k(kring, lane, split):
 
 
 @T.inline
-def _issue_pv(o, p, vslot, vring, v_steps, dv, dtype, split):
+def _issue_pv(o, p, vslot, vring, v_steps, dv, dtype, split, p_tile, base, wg):
     """Wait for the next V tile (``split``; else it came with K) and issue O += P V on it:
-    one ``wgmma`` RS per k16 step (one commit group)."""
+    one ``wgmma`` per k16 step (one commit group), RS from ``p`` or, with a ``p_tile``, SS
+    from the warpgroup's shared P tile."""
     if T.constexpr(split):
         vring.consumer_wait()
     dvd = _slot_descriptor(vslot, vring.stage)
     dsl.wgmma_fence()
-    _pv_ksteps(o, p, dvd, v_steps, dv, dtype)
+    if T.constexpr(p_tile is None):
+        _pv_ksteps(o, p, dvd, v_steps, dv, dtype)
+    else:
+        dp = dsl.descriptor(p_tile.desc, p_tile.addr(base, wg))
+        dsl.mma_ksteps(o, dp, dvd, p_tile.steps, v_steps, T.bool(True), dv, dtype, 0, 1)
     dsl.wgmma_commit()
 
 

@@ -222,8 +222,11 @@ def run_bench(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal
             return launch
 
         refs["flashinfer_fa3"] = build_flashinfer
-    if d == 64:  # upstream's d 64 kBlockM (three consumer warpgroups), timed beside the default
+    if d == 64:  # upstream's d 64 tiles (three consumer warpgroups), timed beside the default
         refs["tirx_bm192"] = lambda: _launch_with(data, scale, causal, {"bm": 192, "bn": 128})
+        if not causal:  # 192 x 192 with P through shared memory, as upstream's non-causal
+            tile = {"bm": 192, "bn": 192, "pv_smem": True}
+            refs["tirx_bm192_pv_smem"] = lambda: _launch_with(data, scale, causal, tile)
     return bench(ours, refs, **options)
 
 
