@@ -56,15 +56,32 @@ def _act_kernel(act, dtype, d, schedule):
     return run
 
 
-def _rope_kernel(dtype, head_dim, hq, hk, interleave, pos_dtype, walk, rotary_dim):
+def _rope_kernel(
+    dtype, head_dim, hq, hk, interleave, pos_dtype, walk, rotary_dim, outs=False, strided=False
+):
+    """The kernels' effect in torch: q and k (token-strided ones with ``strided``) rotated in
+    place, or (``outs``) into q_rope and k_rope."""
+
+    def rotated(x, pos, rcp_scale, rcp_theta):
+        scales = (1 / rcp_scale, 1 / rcp_theta)
+        return rope_contract.reference(x, pos, interleave, *scales, rotary_dim=rotary_dim)
+
+    if outs:
+
+        def run_out_of_place(q, k, q_rope, k_rope, pos, grid, rcp_scale, rcp_theta):
+            _contiguous(q, k, q_rope, k_rope)
+            for x, y in ((q, q_rope), (k, k_rope)):
+                y.copy_(rotated(x, pos, rcp_scale, rcp_theta))
+
+        return run_out_of_place
+
     def run(q, k, pos, grid, rcp_scale, rcp_theta):
-        _contiguous(q, k)
+        if strided:
+            assert all(rope._token_strided(x) for x in (q, k))
+        else:
+            _contiguous(q, k)
         for x in (q, k):
-            x.copy_(
-                rope_contract.reference(
-                    x, pos, interleave, 1 / rcp_scale, 1 / rcp_theta, rotary_dim=rotary_dim
-                )
-            )
+            x.copy_(rotated(x, pos, rcp_scale, rcp_theta))
 
     return run
 

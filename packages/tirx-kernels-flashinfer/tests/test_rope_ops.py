@@ -150,11 +150,10 @@ def launched(monkeypatch):
 
     funcs: list = []
 
-    def make(dtype, d, hq, hk, interleave, pos_dtype, walk, rotary_dim, outs=False):
+    def make(dtype, d, hq, hk, interleave, pos_dtype, walk, rotary_dim, outs=False, strided=False):
         build = get_walk_kernel if walk else get_grid_kernel
-        return build(
-            dtype, d, hq, hk, interleave, pos_dtype, rotary_dim=rotary_dim, out_of_place=outs
-        )
+        options = dict(rotary_dim=rotary_dim, out_of_place=outs, strided=strided)
+        return build(dtype, d, hq, hk, interleave, pos_dtype, **options)
 
     monkeypatch.setattr(rope, "_compiled", testing.checked_launches(make, funcs))
     monkeypatch.setattr(rope, "_PLANS", {})
@@ -182,12 +181,27 @@ def test_out_of_place_is_one_kernel_reading_q_and_k(launched, nnz, hq, hk, d, ro
     assert _symbols(launched) == [f"rope{walk}_out_of_place", f"rope{walk}"]
 
 
-def test_strided_inputs_take_the_copying_plan(launched):
-    qkv, _, pos = qkp(5, 8, 1, 64)
-    q, k = qkv[:, :4], qkv[:, 4:6]  # head slices of a fused qkv: strided rows
+@pytest.mark.parametrize("nnz", [5, 700])  # the grid and the walk kernel
+def test_head_slices_of_a_fused_qkv(launched, nnz):
+    """In place they are rotated where they lie (token-strided kernels); out of place through
+    the copying plan (copies of q and k rotated in place)."""
+    qkv, _, pos = qkp(nnz, 8, 1, 64)
+    q, k = qkv[:, :4], qkv[:, 4:6]  # strided rows
+    walk = "_walk" if nnz >= 512 else ""
+    rope.apply_rope_pos_ids_inplace(q, k, pos)
+    assert _symbols(launched) == [f"rope{walk}_strided"]
     q_rope, k_rope = rope.apply_rope_pos_ids(q, k, pos)
-    assert _symbols(launched) == ["rope"]  # rotates copies in place
+    assert _symbols(launched)[1:] == [f"rope{walk}"]
     assert torch.equal(q_rope, q) and torch.equal(k_rope, k)  # the stand-in writes nothing
+
+
+def test_token_strides_the_kernels_cannot_take_use_copies(launched):
+    qkv, _, pos = qkp(5, 9, 1, 64)
+    q, k = qkv[:, :4, :], qkv[:, 4:6, :]
+    rope.apply_rope_pos_ids_inplace(q[:, ::2], k, pos)  # heads not contiguous
+    odd = torch.zeros(5, 4 * 64 + 4, dtype=q.dtype)[:, :256].view(5, 4, 64)  # stride 260 % 8
+    rope.apply_rope_pos_ids_inplace(odd, k, pos)
+    assert _symbols(launched) == ["rope", "rope"]
 
 
 @pytest.mark.parametrize("walk", [False, True])
@@ -203,6 +217,22 @@ def test_out_of_place_kernels_compile_for_sm90a(walk, d, rotary_dim):
     copies = re.search(r"\(QO_ptr \+ [^;]*\) = \*\(uint4\*\)\(Q_ptr \+ ", src)
     assert bool(copies) == (rotary_dim < d)
     assert toolchain.compile_cubin(kernel)
+
+
+@pytest.mark.parametrize("walk", [False, True])
+@pytest.mark.parametrize("d, rotary_dim", [(128, 128), (64, 32)])
+def test_token_strided_kernels_compile_for_sm90a(walk, d, rotary_dim):
+    """The strides bind from the tensors (heads contiguous) and index 16-byte vectors."""
+    from tirx_kernels.core import toolchain
+    from tirx_kernels.flashinfer._rope_tirx import get_grid_kernel, get_walk_kernel
+
+    build = get_walk_kernel if walk else get_grid_kernel
+    kernel = build("float16", d, 8, 2, True, "int32", rotary_dim=rotary_dim, strided=True)
+    src = toolchain.cuda_source(toolchain.compile(kernel))
+    assert "(sq >> 3)) * 8)" in src and "(sk >> 3)) * 8)" in src
+    assert toolchain.compile_cubin(kernel)
+    with pytest.raises(ValueError, match="token-strided kernels rotate in place"):
+        build("float16", d, 8, 2, True, "int32", strided=True, out_of_place=True)
 
 
 # ---- GPU (the hopper fixture of conftest.py skips without an sm_90a GPU)
@@ -305,8 +335,9 @@ def test_head_dim_512_and_partial_rotary_match_the_reference(
     assert torch.equal(q, q_rope) and torch.equal(k, k_rope)
 
 
-def test_head_slices_of_a_fused_qkv_rotate_in_place(hopper):
-    nnz, hq, hk, d = 19, 8, 2, 128
+@pytest.mark.parametrize("nnz", [19, 700])  # the grid and the walk kernel, token-strided
+def test_head_slices_of_a_fused_qkv_rotate_in_place(hopper, nnz):
+    hq, hk, d = 8, 2, 128
     qkv = _data(nnz, hq + 2 * hk, 1, d, torch.bfloat16, torch.int32)[0]
     pos = torch.arange(nnz, device="cuda", dtype=torch.int32) * 37
     q, k = qkv[:, :hq], qkv[:, hq : hq + hk]  # strided: rows of (hq + 2 hk) heads

@@ -65,6 +65,20 @@ def _slots(j, interleave):
     return j, PAIRS + j
 
 
+def _at(tok, h, c, head_dim, stride8):
+    """The index of 8 elements ``[tok, h, c:c+8]``: of a contiguous (n, heads, head_dim)
+    tensor (``stride8`` None), else of a flat view whose tokens are ``8 * stride8`` elements
+    apart (heads contiguous; the multiple of 8 keeps 16-byte vectors provably aligned)."""
+    if stride8 is None:
+        return tok, h, toolchain.T.Ramp(c, 1, 8)
+    return (toolchain.T.Ramp(tok * (stride8 * 8) + h * head_dim + c, 1, 8),)
+
+
+def _q_or_k(strides, is_k):
+    """q's or k's token stride of ``strides`` ((q, k) in units of 8 elements, or None)."""
+    return None if strides is None else strides[int(is_k)]
+
+
 def _head_ops(T, dtype, head_dim, rotary_dim, num_q_heads, interleave, out_of_place):
     """T.inline helpers of both kernels: (load_head, store_head, rotate, pass_rest).
 
@@ -73,7 +87,8 @@ def _head_ops(T, dtype, head_dim, rotary_dim, num_q_heads, interleave, out_of_pl
     ``a[off:off+16]``. ``pass_rest`` copies the columns from ``rotary_dim`` on when
     ``out_of_place``, 8 at a time over the head's threads (in place they are never touched,
     and it emits nothing). ``is_q``: whether ``h`` is a q head (an expression, or True/False
-    when known statically).
+    when known statically). ``st``: None for contiguous q and k, else their token strides in
+    units of 8 elements over flat views (:func:`_at`).
     """
     f32 = "float32"
     half = rotary_dim // 2
@@ -82,32 +97,32 @@ def _head_ops(T, dtype, head_dim, rotary_dim, num_q_heads, interleave, out_of_pl
     rest = (head_dim - rotary_dim) // 8 if out_of_place else 0  # vectors to pass per head
 
     @T.inline
-    def load(X, tok, h, c0, a, off):
-        a[T.Ramp(off, 1, 8)] = X[tok, h, T.Ramp(c0, 1, 8)]
-        a[T.Ramp(off + 8, 1, 8)] = X[tok, h, T.Ramp(c0 + half, 1, 8)]
+    def load(X, tok, h, c0, a, off, s8):
+        a[T.Ramp(off, 1, 8)] = X[_at(tok, h, c0, head_dim, s8)]
+        a[T.Ramp(off + 8, 1, 8)] = X[_at(tok, h, c0 + half, head_dim, s8)]
 
     @T.inline
-    def store(X, tok, h, c0, o):
-        X[tok, h, T.Ramp(c0, 1, 8)] = o[T.Ramp(0, 1, 8)]
-        X[tok, h, T.Ramp(c0 + half, 1, 8)] = o[T.Ramp(8, 1, 8)]
+    def store(X, tok, h, c0, o, s8):
+        X[_at(tok, h, c0, head_dim, s8)] = o[T.Ramp(0, 1, 8)]
+        X[_at(tok, h, c0 + half, head_dim, s8)] = o[T.Ramp(8, 1, 8)]
 
     @T.inline
-    def load_head(Q, K, tok, tx, h, is_q, a, off):
+    def load_head(Q, K, tok, tx, h, is_q, a, off, st):
         if is_q:
-            load(Q, tok, h, tx * 8, a, off)
+            load(Q, tok, h, tx * 8, a, off, _q_or_k(st, False))
         else:
-            load(K, tok, h - hq, tx * 8, a, off)
+            load(K, tok, h - hq, tx * 8, a, off, _q_or_k(st, True))
 
     @T.inline
-    def store_head(Q, K, tok, tx, h, is_q, o):
+    def store_head(Q, K, tok, tx, h, is_q, o, st):
         if is_q:
-            store(Q, tok, h, tx * 8, o)
+            store(Q, tok, h, tx * 8, o, _q_or_k(st, False))
         else:
-            store(K, tok, h - hq, tx * 8, o)
+            store(K, tok, h - hq, tx * 8, o, _q_or_k(st, True))
 
     @T.inline
     def pass_rest(Q, K, QO, KO, tok, tx, h, is_q):
-        if rest:
+        if T.constexpr(rest):
             for i in T.unroll(-(-rest // bdx)):
                 v = tx + i * bdx
                 if (i + 1) * bdx <= rest or v < rest:  # static where it can be
@@ -144,11 +159,14 @@ def _entry(T, threads, min_ctas):
     return enter
 
 
-def _function(T, body, name, shape, out_of_place):
-    """The kernel ``name`` (``name + "_out_of_place"``) running ``body(Q, K, QO, KO, pos, grid,
-    rcp_scale, rcp_theta)``: in place (QO, KO are Q, K) or from q and k into ``q_rope`` and
-    ``k_rope`` of the same shape. ``shape``: (n, dtype, head_dim, hq, hk, pos_dtype)."""
-    n, dtype, head_dim, hq, hk, pos_dtype = shape
+def _function(T, launch, body, name, tensors, out_of_place, strided):
+    """The kernel ``name`` (``name + "_out_of_place"``, ``name + "_strided"``): ``launch(grid)``
+    then ``body(Q, K, QO, KO, pos, grid, rcp_scale, rcp_theta, st)``, in place (QO, KO are
+    Q, K), from q and k into ``q_rope`` and ``k_rope`` of the same shape, or in place on q
+    and k whose tokens are a stride apart (a multiple of 8 elements; heads contiguous: the
+    head slices of a fused qkv), read through flat views (``st``: the strides / 8).
+    ``tensors``: (n, dtype, head_dim, hq, hk, pos_dtype)."""
+    n, dtype, head_dim, hq, hk, pos_dtype = tensors
     qs, ks = (n, hq, head_dim), (n, hk, head_dim)
     if out_of_place:
 
@@ -163,9 +181,28 @@ def _function(T, body, name, shape, out_of_place):
             rcp_scale: T.float32,
             rcp_theta: T.float32,
         ):
-            body(Q, K, QO, KO, pos, grid, rcp_scale, rcp_theta)
+            launch(grid)
+            body(Q, K, QO, KO, pos, grid, rcp_scale, rcp_theta, None)
 
         return rope_out_of_place.with_attr("global_symbol", f"{name}_out_of_place")
+    if strided:
+        sq, sk = T.dynamic("sq"), T.dynamic("sk")
+
+        @T.function
+        def rope_strided(
+            Q: T.Tensor(qs, dtype, align=16, layout=T.TileLayout(T.S[qs : (sq, head_dim, 1)])),
+            K: T.Tensor(ks, dtype, align=16, layout=T.TileLayout(T.S[ks : (sk, head_dim, 1)])),
+            pos: T.Tensor((n,), pos_dtype),
+            grid: T.int32,
+            rcp_scale: T.float32,
+            rcp_theta: T.float32,
+        ):
+            launch(grid)
+            qf = T.decl_tensor(Q.data, ty_args=[T.Tensor((n * sq,), dtype, align=16)])
+            kf = T.decl_tensor(K.data, ty_args=[T.Tensor((n * sk,), dtype, align=16)])
+            body(qf, kf, qf, kf, pos, grid, rcp_scale, rcp_theta, (sq // 8, sk // 8))
+
+        return rope_strided.with_attr("global_symbol", f"{name}_strided")
 
     @T.function
     def rope(
@@ -176,7 +213,8 @@ def _function(T, body, name, shape, out_of_place):
         rcp_scale: T.float32,
         rcp_theta: T.float32,
     ):
-        body(Q, K, Q, K, pos, grid, rcp_scale, rcp_theta)
+        launch(grid)
+        body(Q, K, Q, K, pos, grid, rcp_scale, rcp_theta, None)
 
     return rope.with_attr("global_symbol", name)
 
@@ -184,10 +222,11 @@ def _function(T, body, name, shape, out_of_place):
 def _kernel_builder(schedule):
     """Decorator: the public builder of a RoPE kernel, with the signature both kernels share
     (the static shape as FlashInfer names it, then the CTA size ``threads``, the launch bound
-    ``min_ctas`` (None: the schedule's), ``rotary_dim`` (None: ``head_dim``) and
-    ``out_of_place`` (the kernel writes ``q_rope``/``k_rope``, see :func:`_function`)),
-    around ``schedule(dtype, head_dim, hq, hk, interleave, pos_dtype, rotary_dim, threads,
-    min_ctas, out_of_place)`` given a checked static shape."""
+    ``min_ctas`` (None: the schedule's), ``rotary_dim`` (None: ``head_dim``),
+    ``out_of_place`` (the kernel writes ``q_rope``/``k_rope``) and ``strided`` (q and k
+    with a token stride, in place; see :func:`_function`)), around ``schedule(shape, threads,
+    min_ctas, out_of_place, strided)`` given a checked static ``shape`` (dtype, head_dim, hq,
+    hk, interleave, pos_dtype, rotary_dim)."""
 
     def build(
         dtype="bfloat16",
@@ -200,12 +239,15 @@ def _kernel_builder(schedule):
         min_ctas=None,
         rotary_dim=None,
         out_of_place=False,
+        strided=False,
         **_,
     ):
         rotary_dim = rotary_dim or head_dim
         _check_static(dtype, head_dim, num_q_heads, num_kv_heads, pos_dtype, rotary_dim)
+        if strided and out_of_place:
+            raise ValueError("flashinfer_rope: the token-strided kernels rotate in place")
         shape = (dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, rotary_dim)
-        return schedule(*shape, threads, min_ctas, bool(out_of_place))
+        return schedule(shape, threads, min_ctas, bool(out_of_place), bool(strided))
 
     build.__name__ = build.__qualname__ = schedule.__name__
     build.__doc__ = schedule.__doc__
@@ -213,14 +255,13 @@ def _kernel_builder(schedule):
 
 
 @_kernel_builder
-def get_grid_kernel(
-    dtype, head_dim, hq, hk, interleave, pos_dtype, rotary_dim, threads, min_ctas, out_of_place
-):
+def get_grid_kernel(shape, threads, min_ctas, out_of_place, strided):
     """The few-token kernel for one static shape family; the token count is dynamic.
 
     Runtime scalars: ``grid`` (gridDim.y, head groups), ``rcp_scale``, ``rcp_theta``.
     ``rotary_dim`` (default ``head_dim``): the rotated leading columns of each head.
     """
+    dtype, head_dim, hq, hk, interleave, pos_dtype, rotary_dim = shape
     threads = threads or THREADS
     min_ctas = min_ctas or MIN_CTAS_PER_SM
     T = toolchain.T
@@ -243,14 +284,17 @@ def get_grid_kernel(
             sn[j] = T.call_pure_extern("__sinf", p * freq, ty=f32)
 
     @T.inline
-    def head(Q, K, QO, KO, tok, tx, h, is_q, a, o, cs, sn):
+    def head(Q, K, QO, KO, tok, tx, h, is_q, a, o, cs, sn, st):
         rotate(a, 0, o, cs, sn)
-        store_head(QO, KO, tok, tx, h, is_q, o)
+        store_head(QO, KO, tok, tx, h, is_q, o, st)
         pass_rest(Q, K, QO, KO, tok, tx, h, is_q)
 
     @T.inline
-    def body(Q, K, QO, KO, pos, groups, rcp_scale, rcp_theta):
+    def launch(groups):
         enter((T.ceildiv(n, bdy), groups))
+
+    @T.inline
+    def body(Q, K, QO, KO, pos, groups, rcp_scale, rcp_theta, st):
         tid = T.cuda.thread_idx("x")
         tx = tid % bdx
         tok = T.cuda.block_idx("x") * bdy + tid // bdx
@@ -264,21 +308,20 @@ def get_grid_kernel(
             # First head (gy < groups <= Hq + Hk) peeled: its loads are issued before the
             # trig, so their latency overlaps the position load (upstream loads a head only
             # after sincos, two dependent DRAM trips for a few tokens).
-            load_head(Q, K, tok, tx, gy, gy < hq, a, 0)
+            load_head(Q, K, tok, tx, gy, gy < hq, a, 0, st)
             trig(p, tx, cs, sn, rcp_theta, rcp_scale)
-            head(Q, K, QO, KO, tok, tx, gy, gy < hq, a, o, cs, sn)
+            head(Q, K, QO, KO, tok, tx, gy, gy < hq, a, o, cs, sn, st)
             for it in range(1, T.ceildiv(hq + hk - gy, groups)):
                 h = gy + it * groups
-                load_head(Q, K, tok, tx, h, h < hq, a, 0)
-                head(Q, K, QO, KO, tok, tx, h, h < hq, a, o, cs, sn)
+                load_head(Q, K, tok, tx, h, h < hq, a, 0, st)
+                head(Q, K, QO, KO, tok, tx, h, h < hq, a, o, cs, sn, st)
 
-    return _function(T, body, "rope", (n, dtype, head_dim, hq, hk, pos_dtype), out_of_place)
+    tensors = (n, dtype, head_dim, hq, hk, pos_dtype)
+    return _function(T, launch, body, "rope", tensors, out_of_place, strided)
 
 
 @_kernel_builder
-def get_walk_kernel(
-    dtype, head_dim, hq, hk, interleave, pos_dtype, rotary_dim, threads, min_ctas, out_of_place
-):
+def get_walk_kernel(shape, threads, min_ctas, out_of_place, strided):
     """Many-token schedule: CTA ``b`` of ``grid`` CTAs walks tokens ``b, b + grid, ...``.
 
     Its threads cover consecutive heads of one token (one contiguous span of q, then of k),
@@ -288,9 +331,10 @@ def get_walk_kernel(
     of the ``head_dim / 16`` threads of a head) and ``min_ctas`` (the launch bound) default
     to :func:`walk_shape`'s.
     """
-    shape = walk_shape(rotary_dim, hq + hk)
-    threads = threads or shape[0]
-    min_ctas = min_ctas or shape[1]
+    dtype, head_dim, hq, hk, interleave, pos_dtype, rotary_dim = shape
+    cta = walk_shape(rotary_dim, hq + hk)
+    threads = threads or cta[0]
+    min_ctas = min_ctas or cta[1]
     T = toolchain.T
     f32 = "float32"
     bdx = rotary_dim // (2 * PAIRS)  # threads per head
@@ -305,8 +349,7 @@ def get_walk_kernel(
     enter = _entry(T, threads, min_ctas)
 
     @T.inline
-    def body(Q, K, QO, KO, pos, ctas, rcp_scale, rcp_theta):
-        enter(ctas)
+    def body(Q, K, QO, KO, pos, ctas, rcp_scale, rcp_theta, st):
         tid = T.cuda.thread_idx("x")
         bid = T.cuda.block_idx("x")
         tx = tid % bdx
@@ -325,7 +368,7 @@ def get_walk_kernel(
             for i in T.unroll(iters):
                 h = slot + i * slots
                 if (i + 1) * slots <= heads or h < heads:  # static where it can be
-                    load_head(Q, K, tok, tx, h, (i + 1) * slots <= hq or h < hq, a, i * 16)
+                    load_head(Q, K, tok, tx, h, (i + 1) * slots <= hq or h < hq, a, i * 16, st)
             p = T.cast(pos[tok], f32)
             for j in T.unroll(PAIRS):
                 cs[j] = T.call_pure_extern("__cosf", p * freq[j], ty=f32)
@@ -334,8 +377,8 @@ def get_walk_kernel(
                 h = slot + i * slots
                 if (i + 1) * slots <= heads or h < heads:
                     rotate(a, i * 16, o, cs, sn)
-                    store_head(QO, KO, tok, tx, h, (i + 1) * slots <= hq or h < hq, o)
+                    store_head(QO, KO, tok, tx, h, (i + 1) * slots <= hq or h < hq, o, st)
                     pass_rest(Q, K, QO, KO, tok, tx, h, (i + 1) * slots <= hq or h < hq)
 
-    shape = (n, dtype, head_dim, hq, hk, pos_dtype)
-    return _function(T, body, "rope_walk", shape, out_of_place)
+    tensors = (n, dtype, head_dim, hq, hk, pos_dtype)
+    return _function(T, enter, body, "rope_walk", tensors, out_of_place, strided)

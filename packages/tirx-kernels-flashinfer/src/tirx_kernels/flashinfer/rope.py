@@ -34,8 +34,10 @@ Dispatch domain (checked; anything else raises ValueError naming the argument): 
 dtype bfloat16 or float16, ``D`` in {64, 128, 256, 512} (upstream's DISPATCH_HEAD_DIM);
 ``rotary_dim`` (default ``D``) a multiple of 16 up to ``D``: the leading ``rotary_dim``
 columns of each head rotate (frequencies over ``rotary_dim``), the rest pass through;
-``pos_ids`` int32 or int64 of shape ``(nnz,)``; ``nnz * max(Hq, Hk) * D < 2**31``. Strided
-q/k (head slices of a fused qkv) or unaligned views run on contiguous copies, copied back.
+``pos_ids`` int32 or int64 of shape ``(nnz,)``; ``nnz * max(Hq, Hk) * D < 2**31``. In
+place, q and k whose tokens are a stride apart (head slices of a fused qkv: heads
+contiguous, a stride of a multiple of 8) are rotated where they lie; other strided or
+unaligned views run on contiguous copies, copied back.
 Upstream's functions take neither ``out=`` nor ``enable_pdl``, so neither do these.
 
 Host path: ``_host``'s (checks and kernel choice once per call signature, then a direct
@@ -74,11 +76,31 @@ def rcp_f32(x):
 
 @functools.cache
 def _compiled(
-    dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype, walk, rotary_dim, outs=False
+    dtype,
+    head_dim,
+    num_q_heads,
+    num_kv_heads,
+    interleave,
+    pos_dtype,
+    walk,
+    rotary_dim,
+    outs=False,
+    strided=False,
 ):
     args = (dtype, head_dim, num_q_heads, num_kv_heads, interleave, pos_dtype)
     make = get_walk_kernel if walk else get_grid_kernel
-    return toolchain.compile(make(*args, rotary_dim=rotary_dim, out_of_place=outs))
+    kernel = make(*args, rotary_dim=rotary_dim, out_of_place=outs, strided=strided)
+    return toolchain.compile(kernel)
+
+
+def _token_strided(t: torch.Tensor) -> bool:
+    """Whether the token-strided kernels rotate ``t`` (nnz, heads, head_dim) in place: heads
+    contiguous, tokens a multiple of 8 elements apart (16-byte vectors), 16-byte aligned,
+    int32-indexable (a head slice of a fused qkv)."""
+    nnz, heads, d = t.shape
+    step = t.stride(0)
+    aligned = t.data_ptr() % 16 == 0 and step % 8 == 0
+    return aligned and t.stride(1) == d and step >= heads * d and nnz * step < 2**31
 
 
 def launcher(
@@ -161,8 +183,11 @@ def _resolve(where, q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_thet
         return lambda q, k, pos_ids, q_rope, k_rope: rotate_into(
             q, k, q_rope, k_rope, pos_ids, grid, rs, rt
         )
-    fn = _host.main_of(_compiled(*shape))
     ok = [_host.aligned(t, 16) for t in outs or (q, k)]
+    if not outs and not all(ok) and all(_token_strided(t) for t in (q, k)):
+        rotate_strided = _host.main_of(_compiled(*shape, strided=True))
+        return lambda q, k, pos_ids: rotate_strided(q, k, pos_ids, grid, rs, rt)
+    fn = _host.main_of(_compiled(*shape))
     if not outs and all(ok):
         return lambda q, k, pos_ids: fn(q, k, pos_ids, grid, rs, rt)
 
