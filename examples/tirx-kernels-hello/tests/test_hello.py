@@ -38,6 +38,20 @@ def test_fake_shapes_without_a_gpu():
         assert add(a, a).shape == (10,)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_the_launch_matches_the_kernel_without_a_gpu(monkeypatch, dtype):
+    """The op's launch on CPU tensors, against the uncompiled kernel's parameters."""
+    from tirx_kernels.core import testing
+    from tirx_kernels.hello import elementwise
+    from tirx_kernels.hello._add_tirx import make_add
+
+    launched: list = []
+    monkeypatch.setattr(elementwise, "compiled", testing.checked_launches(make_add, launched))
+    a = torch.zeros(37, dtype=dtype)
+    add(a, a)
+    assert len(launched) == 1
+
+
 @needs_gpu
 @pytest.mark.parametrize("n", [1, 7, 1000003])
 def test_eager_graph_and_compile_match_torch(n):
