@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tirx_kernels.core import overhead
 
 
@@ -50,3 +52,24 @@ def test_a_call_failing_after_warm_up_keeps_the_others():
         "error": "RuntimeError: gone",
     }
     assert rows["ours"]["eager_host_us"] > 0
+
+
+def test_bench_calls_is_a_bench_result_of_our_op_beside_the_references():
+    from tirx_kernels.core import testing
+    from tirx_kernels.core.impls import ratio
+
+    def slow():
+        time.sleep(100e-6)
+
+    def broken():
+        raise RuntimeError("no flashinfer here")
+
+    calls = {"tirx": lambda: None, "flashinfer": slow, "torch": broken}
+    result = testing.bench_calls(calls, "eager", rounds=1)
+    assert set(result["impls"]) == {"tirx", "flashinfer"} and result["timer"] == "eager_op"
+    assert result["errors"] == {"torch": "RuntimeError: no flashinfer here"}
+    assert ratio(result["impls"]) > 1  # the reference sleeps: ours is faster
+    with pytest.raises(RuntimeError, match="our public op failed"):
+        testing.bench_calls({"tirx": broken}, "eager")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        testing.bench_calls(calls, "kernel")

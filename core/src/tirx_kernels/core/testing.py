@@ -179,6 +179,35 @@ def checked_launches(make: Callable[..., Any], launched: list) -> Callable[..., 
     return stand_in
 
 
+# the public-op modes a bench row may time (config key ``mode``) beside the kernel launch
+OP_MODES = ("eager", "graph")
+
+
+def bench_calls(calls: Mapping[str, Callable[[], Any]], mode: str, **options: Any) -> dict:
+    """What a user's call costs, as a bench result: ``calls`` is a kernel module's
+    ``public_calls(batch)`` (``"tirx"``: our public op; the others: references), timed in turns
+    by :mod:`.overhead`: ``mode`` "eager" gives host µs per call with launches queued back to
+    back (dispatch, checks and launch: what an eager caller at a small batch pays), "graph"
+    µs per replay of a CUDA graph holding one call. ``rounds`` (option) is respected; the
+    other timer options do not apply. A failing reference is an error of its own; ours
+    failing raises."""
+    from . import overhead
+
+    if mode not in OP_MODES:
+        raise ValueError(f"mode must be one of {OP_MODES}, got {mode!r}")
+    key = "eager_host_us" if mode == "eager" else "graph_replay_us"
+    rounds = max(int(options.get("rounds") or 1), overhead.ROUNDS)
+    rows = overhead.measure(calls, graphs=mode == "graph", rounds=rounds)
+    if rows["tirx"]["error"]:
+        raise RuntimeError(f"our public op failed: {rows['tirx']['error']}")
+    return {
+        "impls": {name: row[key] for name, row in rows.items() if row[key] is not None},
+        "errors": {name: row["error"] for name, row in rows.items() if row["error"]},
+        "timer": f"{mode}_op",
+        "round_samples": {},
+    }
+
+
 def assert_fullgraph_calls(op: Any, fn: Callable[..., Any], *args: Any, refusal: str) -> None:
     """``torch.compile(fn, fullgraph=True)`` traces ``fn`` into one graph (a graph break
     raises) that calls the custom op ``op`` (Dynamo records the packet or its overload).

@@ -51,6 +51,15 @@ NORM_BENCH_CONFIGS = [
     {"label": f"{_ABBR[d]}_t{t}_h{h}", "dtype": d, "tokens": t, "hidden": h}
     for d, t, h in _BENCH_SHAPES
 ]
+# the public op at decode batches, eagerly and as a CUDA-graph replay (config key ``mode``,
+# run_bench's testing.bench_calls), beside FlashInfer's
+_OP_TOKENS = (1, 4, 16)
+_OP_MODES = ("eager", "graph")
+NORM_OP_CONFIGS = [
+    {"label": f"bf16_t{t}_h4096_{m}", "dtype": "bfloat16", "tokens": t, "hidden": 4096, "mode": m}
+    for t in _OP_TOKENS
+    for m in _OP_MODES
+]
 QK_NORM_CONFIGS = [
     {"label": f"{_ABBR[d]}_t{t}_qk{n}_h{h}", "dtype": d, "tokens": t, "heads": n, "hidden": h}
     for d, t, n, h in _QK_SHAPES

@@ -215,10 +215,13 @@ def members(
         test = fused_add_test if v.fused_add else rmsnorm_test
         test(meta, v.wrapper, upstream, weight_bias, dtype, tokens, hidden, heads)
 
-    def run_bench(dtype, tokens, hidden, heads=0, **options):
-        bench = fused_add_bench if v.fused_add else rmsnorm_bench
+    def run_bench(dtype, tokens, hidden, heads=0, mode="kernel", **options):
+        """The kernel launch beside FlashInfer's, or (``mode`` eager | graph) the public op."""
         keys = ("warmup", "repeat", "timer", "rounds", "cooldown_s")
         given = {key: options[key] for key in keys if key in options}
+        if mode != "kernel":
+            return testing.bench_calls(_public_calls(v, tokens, dtype, hidden), mode, **given)
+        bench = fused_add_bench if v.fused_add else rmsnorm_bench
         return bench(upstream, weight_bias, dtype, tokens * max(1, heads), hidden, **given)
 
     def public_calls(batch):
@@ -230,9 +233,9 @@ def members(
     return funcs
 
 
-def _public_calls(v: Variant, batch) -> dict:
-    """Our op, FlashInfer's and torch's (after the add, if fused) on ``batch`` rows of 4096."""
-    data = (fused_add_data if v.fused_add else rmsnorm_data)("bfloat16", batch, 4096, v.weight_bias)
+def _public_calls(v: Variant, batch, dtype="bfloat16", hidden=4096) -> dict:
+    """Our op, FlashInfer's and torch's (after the add, if fused) on ``batch`` rows."""
+    data = (fused_add_data if v.fused_add else rmsnorm_data)(dtype, batch, hidden, v.weight_bias)
     x, w = data["x"], data["w"]
     if v.fused_add:
         residual = data["residual"]

@@ -18,7 +18,13 @@ from __future__ import annotations
 
 import torch
 
-from tirx_kernels.core.testing import assert_close, available, bench, skip_unless_gpu
+from tirx_kernels.core.testing import (
+    assert_close,
+    available,
+    bench,
+    bench_calls,
+    skip_unless_gpu,
+)
 
 from .._activation_tirx import THREADS, get_act_and_mul_kernel
 from ..activation import (
@@ -57,13 +63,19 @@ _ROWS = [
     ("bench", "gelu_tanh", "bfloat16", 16384, 4096),
     ("bench", "silu", "float16", 16383, 18944),
 ]
+# the public op at decode batches, eagerly and as a CUDA-graph replay (config key ``mode``)
+_OP_ROWS = [(t, m) for t in (1, 4, 16) for m in ("eager", "graph")]
 _ABBR = {"bfloat16": "bf16", "float16": "fp16"}
 _MATRIX = [
     (kind, {"label": f"{a}_{_ABBR[dt]}_t{t}_d{d}", "act": a, "dtype": dt, "tokens": t, "d": d})
     for kind, a, dt, t, d in _ROWS
 ]
 CONFIGS = [config for kind, config in _MATRIX if kind == "test"]
-BENCH_CONFIGS = [config for kind, config in _MATRIX if kind == "bench"]
+BENCH_CONFIGS = [config for kind, config in _MATRIX if kind == "bench"] + [
+    {"label": f"silu_bf16_t{t}_d4096_{m}", "act": "silu", "dtype": "bfloat16", "tokens": t}
+    | {"d": 4096, "mode": m}
+    for t, m in _OP_ROWS
+]
 
 
 WRAPPERS = {"silu": silu_and_mul, "gelu": gelu_and_mul, "gelu_tanh": gelu_tanh_and_mul}
@@ -129,13 +141,10 @@ def run_test(act="silu", dtype="bfloat16", tokens=1, d=4096, schedule=None, **_)
     return report
 
 
-def run_bench(
-    act="silu",
-    dtype="bfloat16",
-    tokens=1,
-    d=4096,
-    **options,
-):
+def run_bench(act="silu", dtype="bfloat16", tokens=1, d=4096, mode="kernel", **options):
+    """The kernel launch beside FlashInfer's, or (``mode`` eager | graph) the public op."""
+    if mode != "kernel":
+        return bench_calls(public_calls(tokens, act, dtype, d), mode, **options)
     x, out = prepare_data(act, dtype, tokens, d)
     launch = launcher(act, dtype, d, None, tokens, x.device.index or 0)
     x2, out2 = x.view(tokens, 2 * d), out.view(tokens, d)
@@ -166,16 +175,14 @@ def run_bench(
     )
 
 
-def public_calls(batch):
-    """Our silu_and_mul, FlashInfer's and torch's on ``batch`` rows of d = 4096."""
-    x, out = prepare_data("silu", "bfloat16", batch, 4096)
-    d = out.shape[-1]
-    calls = {
-        "tirx": lambda: silu_and_mul(x, out),
-        "torch": lambda: torch.nn.functional.silu(x[:, :d]) * x[:, d:],
-    }
+def public_calls(batch, act="silu", dtype="bfloat16", d=4096):
+    """Our ``<act>_and_mul``, FlashInfer's and (silu) torch's on ``batch`` rows."""
+    x, out = prepare_data(act, dtype, batch, d)
+    ours = WRAPPERS[act]
+    calls = {"tirx": lambda: ours(x, out)}
+    if act == "silu":
+        calls["torch"] = lambda: torch.nn.functional.silu(x[:, :d]) * x[:, d:]
     if available("flashinfer.activation"):
-        import flashinfer.activation
-
-        calls["flashinfer"] = lambda: flashinfer.activation.silu_and_mul(x, out)
+        fn = _flashinfer_fn(act)
+        calls["flashinfer"] = lambda: fn(x, out=out)
     return calls

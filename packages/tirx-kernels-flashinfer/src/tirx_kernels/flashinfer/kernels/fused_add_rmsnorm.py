@@ -26,7 +26,7 @@ count; strided rows through contiguous copies. Anything else raises ValueError (
 from __future__ import annotations
 
 from . import _rms_common as rms
-from ._norm_configs import NORM_BENCH_CONFIGS, NORM_CONFIGS
+from ._norm_configs import NORM_BENCH_CONFIGS, NORM_CONFIGS, NORM_OP_CONFIGS
 
 KERNEL_META = {
     "name": "flashinfer_fused_add_rmsnorm",
@@ -40,7 +40,7 @@ PUBLIC_OPS: tuple[str, ...] = ("flashinfer_fused_add_rmsnorm",)
 
 # the matrices the RMSNorm-family kernels share (read statically from _norm_configs.py)
 CONFIGS = NORM_CONFIGS
-BENCH_CONFIGS = NORM_BENCH_CONFIGS
+BENCH_CONFIGS = NORM_BENCH_CONFIGS + NORM_OP_CONFIGS
 
 UPSTREAM = "fused_add_rmsnorm"  # our norm.<UPSTREAM>; the reference flashinfer.norm.<UPSTREAM>
 WEIGHT_BIAS = 0.0  # the weight applied is WEIGHT_BIAS + w: w

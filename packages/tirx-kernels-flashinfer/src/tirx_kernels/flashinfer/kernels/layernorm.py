@@ -28,6 +28,7 @@ from tirx_kernels.core import testing
 
 from .. import norm  # declares the public ops named in PUBLIC_OPS
 from .._norm_schedule import check_domain
+from ._norm_configs import NORM_OP_CONFIGS
 
 KERNEL_META = {
     "name": "flashinfer_layernorm",
@@ -73,7 +74,7 @@ CONFIGS = [
 BENCH_CONFIGS = [
     {"label": f"bf16_t{t}_h{h}", "dtype": "bfloat16", "tokens": t, "hidden": h}
     for t, h in BENCH_SHAPES
-]
+] + NORM_OP_CONFIGS
 
 EPS = norm.EPS  # FlashInfer's default eps
 
@@ -118,7 +119,10 @@ def run_test(dtype, tokens, hidden, **_):
         testing.assert_close("vs flashinfer", out, want, **testing.ulp_tols(dtype))
 
 
-def run_bench(dtype, tokens, hidden, **options):
+def run_bench(dtype, tokens, hidden, mode="kernel", **options):
+    """The kernel launch beside FlashInfer's, or (``mode`` eager | graph) the public op."""
+    if mode != "kernel":
+        return testing.bench_calls(public_calls(tokens, dtype, hidden), mode, **options)
     data = prepare_data(dtype, tokens, hidden)
     x, gamma, beta = data["x"], data["gamma"], data["beta"]
     out = torch.empty_like(x)
@@ -146,9 +150,9 @@ def run_bench(dtype, tokens, hidden, **options):
     )
 
 
-def public_calls(batch):
-    """Our layernorm, FlashInfer's and torch's on ``batch`` rows of 4096."""
-    x, gamma, beta = prepare_data("bfloat16", batch, 4096).values()
+def public_calls(batch, dtype="bfloat16", hidden=4096):
+    """Our layernorm, FlashInfer's and torch's on ``batch`` rows."""
+    x, gamma, beta = prepare_data(dtype, batch, hidden).values()
     g16, b16 = gamma.to(x.dtype), beta.to(x.dtype)
     calls = {
         "tirx": lambda: norm.layernorm(x, gamma, beta),

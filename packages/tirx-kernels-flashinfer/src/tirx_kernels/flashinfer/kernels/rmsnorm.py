@@ -24,7 +24,7 @@ through contiguous copies. Anything else raises ValueError (``norm``, ``_norm_sc
 from __future__ import annotations
 
 from . import _rms_common as rms
-from ._norm_configs import NORM_BENCH_CONFIGS, NORM_CONFIGS, QK_NORM_CONFIGS
+from ._norm_configs import NORM_BENCH_CONFIGS, NORM_CONFIGS, NORM_OP_CONFIGS, QK_NORM_CONFIGS
 
 KERNEL_META = {
     "name": "flashinfer_rmsnorm",
@@ -38,7 +38,7 @@ PUBLIC_OPS: tuple[str, ...] = ("flashinfer_rmsnorm",)
 
 # the matrices the RMSNorm-family kernels share (read statically from _norm_configs.py)
 CONFIGS = NORM_CONFIGS + QK_NORM_CONFIGS
-BENCH_CONFIGS = NORM_BENCH_CONFIGS
+BENCH_CONFIGS = NORM_BENCH_CONFIGS + NORM_OP_CONFIGS
 
 UPSTREAM = "rmsnorm"  # our norm.<UPSTREAM>; the reference flashinfer.norm.<UPSTREAM>
 WEIGHT_BIAS = 0.0  # the weight applied is WEIGHT_BIAS + w: w

@@ -18,7 +18,13 @@ from __future__ import annotations
 import torch
 
 from tirx_kernels.core import toolchain
-from tirx_kernels.core.testing import assert_close, available, bench, skip_unless_gpu
+from tirx_kernels.core.testing import (
+    assert_close,
+    available,
+    bench,
+    bench_calls,
+    skip_unless_gpu,
+)
 
 from .._rope_schedule import uses_walk
 from .._rope_tirx import get_grid_kernel, get_walk_kernel
@@ -93,7 +99,13 @@ _BY_LABEL = {
     for label, dt, d, hq, hk, t, other in _SHAPES
 }
 CONFIGS = [_BY_LABEL[row[0]] for row in _SHAPES[:14]]
-BENCH_CONFIGS = [_BY_LABEL[row[0]] for row in _SHAPES[:1] + _SHAPES[14:]]
+# the public op (in place) at decode batches, eagerly and as a CUDA-graph replay (``mode``)
+_OP_ROWS = [(t, m) for t in (1, 4, 16) for m in ("eager", "graph")]
+BENCH_CONFIGS = [_BY_LABEL[row[0]] for row in _SHAPES[:1] + _SHAPES[14:]] + [
+    {"label": f"bf16_d128_hq32_hk8_t{t}_{m}", "dtype": _BF, "head_dim": 128}
+    | {"num_q_heads": 32, "num_kv_heads": 8, "interleave": False, "tokens": t, "mode": m}
+    for t, m in _OP_ROWS
+]
 
 
 # Every config key and its default (run_test/run_bench/get_kernel take any subset).
@@ -191,7 +203,14 @@ def run_test(**config):
 
 
 def run_bench(**config):
+    """The host's launch beside FlashInfer's, or (``mode`` eager | graph) the in-place public
+    op (public_calls' shape: d128, 32 + 8 heads, bf16)."""
     c, options = _config(config)
+    mode = options.pop("mode", "kernel")
+    if mode != "kernel":
+        calls = public_calls(c["tokens"])
+        in_place = {name: calls[name] for name in ("tirx", "flashinfer") if name in calls}
+        return bench_calls(in_place, mode, **options)
     q, k, pos = prepare_data(**c)
     opts = {key: c[key] for key in ("rotary_dim", "interleave", "rope_scale", "rope_theta")}
     sms = toolchain.sm_count(q.device.index or 0)
