@@ -69,6 +69,10 @@ def test_bench_calls_is_a_bench_result_of_our_op_beside_the_references():
     assert set(result["impls"]) == {"tirx", "flashinfer"} and result["timer"] == "eager_op"
     assert result["errors"] == {"torch": "RuntimeError: no flashinfer here"}
     assert ratio(result["impls"]) > 1  # the reference sleeps: ours is faster
+    assert {name: len(runs) for name, runs in result["round_samples"].items()} == {
+        "tirx": overhead.ROUNDS,
+        "flashinfer": overhead.ROUNDS,
+    }
     with pytest.raises(RuntimeError, match="our public op failed"):
         testing.bench_calls({"tirx": broken}, "eager")
     with pytest.raises(ValueError, match="mode must be one of"):

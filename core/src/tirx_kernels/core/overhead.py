@@ -88,8 +88,9 @@ def graph_replay_us(call: Callable[[], Any], replays: int = CALLS, rounds: int =
 def _in_turns(
     runs: Mapping[str, Callable[[], float]], rounds: int, results: dict[str, dict], key: str
 ) -> None:
-    """``results[name][key]``: the median of ``rounds`` runs of each, taken in turns; a run
-    that raises records the error and drops its implementation."""
+    """``results[name][key]``: the median of ``rounds`` runs of each, taken in turns (the runs
+    in ``results[name]["rounds"][key]``); a run that raises records the error and drops its
+    implementation."""
     samples: dict[str, list[float]] = {name: [] for name in runs}
     live = dict(runs)
     for _ in range(rounds):
@@ -101,6 +102,7 @@ def _in_turns(
                 del live[name]
     for name in live:
         results[name][key] = statistics.median(samples[name])
+        results[name].setdefault("rounds", {})[key] = samples[name]
 
 
 def measure(

@@ -204,7 +204,7 @@ def bench_calls(calls: Mapping[str, Callable[[], Any]], mode: str, **options: An
         "impls": {name: row[key] for name, row in rows.items() if row[key] is not None},
         "errors": {name: row["error"] for name, row in rows.items() if row["error"]},
         "timer": f"{mode}_op",
-        "round_samples": {},
+        "round_samples": {name: row["rounds"][key] for name, row in rows.items() if row[key]},
     }
 
 
