@@ -188,8 +188,8 @@ def bench_calls(calls: Mapping[str, Callable[[], Any]], mode: str, **options: An
     ``public_calls(batch)`` (``"tirx"``: our public op; the others: references), timed in turns
     by :mod:`.overhead`: ``mode`` "eager" gives host µs per call with launches queued back to
     back (dispatch, checks and launch: what an eager caller at a small batch pays), "graph"
-    µs per replay of a CUDA graph holding one call. ``rounds`` (option) is respected; the
-    other timer options do not apply. A failing reference is an error of its own; ours
+    µs per replay of a CUDA graph holding one call. Of the bench options only ``rounds``
+    applies (at least ``overhead.ROUNDS``). A failing reference is an error of its own; ours
     failing raises."""
     from . import overhead
 
