@@ -5,7 +5,8 @@
 # SPDX-FileCopyrightText: Copyright TIRx authors
 """The config matrices the four RMSNorm kernel modules share (``rmsnorm``, ``gemma_rmsnorm``,
 ``fused_add_rmsnorm``, ``gemma_fused_add_rmsnorm``), for the ports of upstream's
-``include/flashinfer/norm.cuh`` kernels. Literals only: the registry reads them from the
+``include/flashinfer/norm.cuh`` kernels, and the public-op rows (``OP_ROWS``) every kernel of
+the family benches. Literals only: the registry reads them from the
 source, never importing it (``from ._norm_configs import NORM_CONFIGS`` in a kernel module).
 """
 
@@ -51,14 +52,12 @@ NORM_BENCH_CONFIGS = [
     {"label": f"{_ABBR[d]}_t{t}_h{h}", "dtype": d, "tokens": t, "hidden": h}
     for d, t, h in _BENCH_SHAPES
 ]
-# the public op at decode batches, eagerly and as a CUDA-graph replay (config key ``mode``,
-# run_bench's testing.bench_calls), beside FlashInfer's
-_OP_TOKENS = (1, 4, 16)
-_OP_MODES = ("eager", "graph")
+# (tokens, mode) of every kernel's public-op rows: the op at decode batches, eagerly and as a
+# CUDA-graph replay (config key ``mode``, run_bench's testing.bench_calls), beside FlashInfer's
+OP_ROWS = [(t, m) for t in (1, 4, 16) for m in ("eager", "graph")]
 NORM_OP_CONFIGS = [
     {"label": f"bf16_t{t}_h4096_{m}", "dtype": "bfloat16", "tokens": t, "hidden": 4096, "mode": m}
-    for t in _OP_TOKENS
-    for m in _OP_MODES
+    for t, m in OP_ROWS
 ]
 QK_NORM_CONFIGS = [
     {"label": f"{_ABBR[d]}_t{t}_qk{n}_h{h}", "dtype": d, "tokens": t, "heads": n, "hidden": h}

@@ -11,7 +11,7 @@ and ``gelu_tanh_and_mul`` (FlashInfer @ fb28d724: ``include/flashinfer/activatio
 dispatch domain are in :mod:`tirx_kernels.flashinfer.activation`, the kernels in
 ``_activation_tirx``; design notes in docs/activation.md. run_test goes through the public
 ops (a forced ``schedule`` through their checked launch); run_bench times the host's launch
-(no checks) beside FlashInfer and torch.
+(no checks) beside FlashInfer and torch, or (config key ``mode``) the public op.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from ..activation import (
     launcher,
     silu_and_mul,
 )
+from ._norm_configs import OP_ROWS
 
 KERNEL_META = {
     "name": "act_and_mul",
@@ -63,8 +64,6 @@ _ROWS = [
     ("bench", "gelu_tanh", "bfloat16", 16384, 4096),
     ("bench", "silu", "float16", 16383, 18944),
 ]
-# the public op at decode batches, eagerly and as a CUDA-graph replay (config key ``mode``)
-_OP_ROWS = [(t, m) for t in (1, 4, 16) for m in ("eager", "graph")]
 _ABBR = {"bfloat16": "bf16", "float16": "fp16"}
 _MATRIX = [
     (kind, {"label": f"{a}_{_ABBR[dt]}_t{t}_d{d}", "act": a, "dtype": dt, "tokens": t, "d": d})
@@ -74,7 +73,7 @@ CONFIGS = [config for kind, config in _MATRIX if kind == "test"]
 BENCH_CONFIGS = [config for kind, config in _MATRIX if kind == "bench"] + [
     {"label": f"silu_bf16_t{t}_d4096_{m}", "act": "silu", "dtype": "bfloat16", "tokens": t}
     | {"d": 4096, "mode": m}
-    for t, m in _OP_ROWS
+    for t, m in OP_ROWS
 ]
 
 

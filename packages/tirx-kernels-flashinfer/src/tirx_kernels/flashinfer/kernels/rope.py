@@ -10,7 +10,7 @@ Port of FlashInfer's ``apply_rope_pos_ids_inplace`` path (FlashInfer @ fb28d724:
 their numerics and dispatch domain are in :mod:`tirx_kernels.flashinfer.rope`; the kernels in
 ``_rope_tirx``, the choice among them in ``_rope_schedule``; design notes in docs/rope.md.
 run_test goes through the public ops; run_bench times the host's launch (no checks) beside
-FlashInfer and a torch fp32 rotation.
+FlashInfer and a torch fp32 rotation, or (config key ``mode``) the in-place public op.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from tirx_kernels.core.testing import (
 from .._rope_schedule import uses_walk
 from .._rope_tirx import get_grid_kernel, get_walk_kernel
 from ..rope import apply_rope_pos_ids, apply_rope_pos_ids_inplace, f32, launcher, rcp_f32
+from ._norm_configs import OP_ROWS
 
 KERNEL_META = {
     "name": "flashinfer_rope",
@@ -99,12 +100,11 @@ _BY_LABEL = {
     for label, dt, d, hq, hk, t, other in _SHAPES
 }
 CONFIGS = [_BY_LABEL[row[0]] for row in _SHAPES[:14]]
-# the public op (in place) at decode batches, eagerly and as a CUDA-graph replay (``mode``)
-_OP_ROWS = [(t, m) for t in (1, 4, 16) for m in ("eager", "graph")]
+# and the in-place public op at decode batches (_norm_configs.OP_ROWS)
 BENCH_CONFIGS = [_BY_LABEL[row[0]] for row in _SHAPES[:1] + _SHAPES[14:]] + [
     {"label": f"bf16_d128_hq32_hk8_t{t}_{m}", "dtype": _BF, "head_dim": 128}
     | {"num_q_heads": 32, "num_kv_heads": 8, "interleave": False, "tokens": t, "mode": m}
-    for t, m in _OP_ROWS
+    for t, m in OP_ROWS
 ]
 
 
@@ -186,7 +186,7 @@ def run_test(**config):
         report[f"max_err_torch_{name}"] = assert_close(
             f"{name} vs torch fp32", got, want, atol=1.5e-2, rtol=ulp
         )
-    # the out-of-place op runs the same kernel on copies; its inputs stay unchanged
+    # the out-of-place op rotates the same elements into new tensors; its inputs stay unchanged
     for name, got, want in (("q_rope", q_rope, q), ("k_rope", k_rope, k)):
         assert_close(f"{name} vs in place", got, want, atol=0.0, rtol=0.0)
     if not available("flashinfer.rope"):
