@@ -108,7 +108,7 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
     group = heads_q // heads_kv
     BM, consumers = sched.bm, sched.consumers
     threads = 128 * (1 + consumers)
-    consumer_regs = min((_REG_BUDGET - sched.regs) // consumers // 8 * 8, 240)
+    consumer_regs = (_REG_BUDGET - sched.regs) // consumers // 8 * 8
     mode = Swizzle.B128
     q_bytes = BM * d * 2
     k_bytes = BN * d * 2
