@@ -30,7 +30,7 @@ from tirx_kernels.core.testing import available, bench, randn, skip_unless_gpu
 
 from .._attention_schedule import pick_schedule
 from .._attention_tirx import make_flash_fwd
-from ..attention import flash_attn_func
+from ..attention import flash_attn_func, launch_args
 
 KERNEL_META = {
     "name": "flash_attn_fwd",
@@ -232,8 +232,6 @@ def run_bench(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal
 
 def _launch_with(data, scale, causal, override):
     """A launch of our kernel on ``data`` with the schedule ``override`` (outputs discarded)."""
-    from ..attention import launch_args
-
     q, k, v = data["q"], data["k"], data["v"]
     batch, seqlen_q, heads_q, d = q.shape
     out = q.new_empty(batch, seqlen_q, heads_q, v.shape[3])
