@@ -11,8 +11,12 @@ python3 -c "import hatchling" 2>/dev/null || {
     "../shared/tools/h200-site.sh hatchling==1.33.0 pathspec==1.1.1 trove-classifiers==2026.9.21.13" >&2
   return 1
 }
-# plain (not editable) installs: an editable hatchling build would also need `editables`
-PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --no-deps --no-build-isolation --no-index \
-  ./core ./packages/*/ \
-  || { echo "h200-env: install failed" >&2; return 1; }
+# plain (not editable) installs: an editable hatchling build would also need `editables`;
+# once per checkout, so a script sourcing this beside running tests does not reinstall
+if [ "${TIRX_H200_INSTALLED:-}" != "$PWD" ]; then
+  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --no-deps --no-build-isolation --no-index \
+    ./core ./packages/*/ \
+    || { echo "h200-env: install failed" >&2; return 1; }
+  export TIRX_H200_INSTALLED=$PWD
+fi
 export PATH="$HOME/.local/bin:$PATH"
