@@ -73,3 +73,21 @@ def test_tir_grouped_tile_matches_model(num_m, num_n, group_m):
             return int(ana.simplify(e))
 
         assert (at(em), at(en)) == grouped_tile(tile, num_m, num_n, group_m)
+
+
+def test_num_sms_is_the_devices_or_the_h200s(monkeypatch):
+    """Persistent grids compile in device 0's SM count, the H200's 132 without a GPU."""
+    import torch
+
+    from tirx_kernels.core import toolchain
+
+    toolchain.num_sms.cache_clear()
+    try:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        assert toolchain.num_sms() == toolchain.H200_SMS == 132
+        toolchain.num_sms.cache_clear()
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(toolchain, "sm_count", lambda device_index=0: 114)
+        assert toolchain.num_sms() == 114
+    finally:
+        toolchain.num_sms.cache_clear()

@@ -29,6 +29,7 @@ __all__ = [
     "cuda_source",
     "distributed_context",
     "gpu_arch",
+    "num_sms",
     "sm_count",
     "target",
     "tirx_version",
@@ -98,6 +99,18 @@ def sm_count(device_index: int = 0) -> int:
     import torch
 
     return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+H200_SMS = 132
+
+
+@functools.cache
+def num_sms() -> int:
+    """SMs of device 0, or the H200's 132 without a GPU (where only codegen runs): the size
+    of the persistent grids kernels compile in."""
+    import torch
+
+    return sm_count(0) if torch.cuda.is_available() else H200_SMS
 
 
 def bench(

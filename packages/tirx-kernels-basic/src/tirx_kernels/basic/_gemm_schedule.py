@@ -80,16 +80,11 @@ CANDIDATES = (
 )
 
 
-@functools.cache
-def num_sms():
-    """SMs of device 0; 132 (H200) without a GPU, where only codegen runs."""
-    import torch
-
+def num_sms() -> int:
+    """SMs of device 0 (132, the H200's, without a GPU): :func:`toolchain.num_sms`."""
     from tirx_kernels.core import toolchain
 
-    if torch.cuda.is_available():
-        return toolchain.sm_count(0)
-    return 132  # H200; only sizes the persistent grid and the config choice
+    return toolchain.num_sms()
 
 
 def estimate(config: TileConfig, M: int, N: int, num_sms: int) -> float:

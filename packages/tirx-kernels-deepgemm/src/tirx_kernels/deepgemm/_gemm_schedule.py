@@ -16,7 +16,6 @@ kernel serving every M.
 
 from __future__ import annotations
 
-import functools
 import os
 
 BM, BK = 128, 128
@@ -27,16 +26,11 @@ MAX_STAGES = 8
 GROUP_M = 8  # M tiles per raster group (L2 reuse of B)
 
 
-@functools.cache
 def num_sms() -> int:
-    """SMs of device 0; 132 (H200) without a GPU, where only codegen runs."""
-    import torch
-
+    """SMs of device 0 (132, the H200's, without a GPU): :func:`toolchain.num_sms`."""
     from tirx_kernels.core import toolchain
 
-    if torch.cuda.is_available():
-        return toolchain.sm_count(0)
-    return 132
+    return toolchain.num_sms()
 
 
 def pick_bn(M: int, N: int, num_sms: int) -> int:
