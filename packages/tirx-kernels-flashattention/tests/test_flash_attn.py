@@ -7,6 +7,7 @@ reference."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import re
@@ -14,18 +15,21 @@ import re
 import pytest
 import torch
 
-from tirx_kernels.core.sm90.pipeline import PhaseCounter, RingModel
+from tirx_kernels.core.sm90.pipeline import MBarrierModel, PhaseCounter, RingModel
 from tirx_kernels.core.sm90.wgmma import a_coord, acc_coord
 from tirx_kernels.flashattention import flash_attn_func, flash_attn_varlen_func
 from tirx_kernels.flashattention._attention_schedule import (
     BM,
     ENV,
     HEAD_DIMS,
+    L2_KV_BYTES,
     max_stages,
     num_kv_blocks,
     parse_override,
     pick_schedule,
     pick_tiles,
+    section_heads,
+    tile_coords,
 )
 from tirx_kernels.flashattention.kernels import flash_attn_fwd as fa
 from tirx_kernels.flashattention.kernels import flash_attn_varlen_fwd as vf
@@ -193,42 +197,77 @@ def test_check_lse_fails_on_misplaced_neg_inf():
         fa.check_lse(torch.tensor([-math.inf, 1.1, 2.0]), want)
 
 
-def _kv_protocol(n, stages, split, overlap, seed):
-    """The kernel's K/V ring protocol (producer and two consumer warpgroups, as
-    ``_attention_tirx`` orders them) on the core ring model under a random interleaving:
-    returns each consumer's reads; raises on deadlock or on a slot overwritten early."""
+class _NamedBarrierModel:
+    """``bar.sync``/``bar.arrive`` of two warpgroups (256 threads): a generation completes at
+    the second warpgroup's arrival; completing one that nobody waits on is a protocol error."""
+
+    def __init__(self):
+        self.arrived, self.waiting, self.generation = 0, 0, 0
+
+    def arrive(self, sync=False):
+        self.arrived += 1
+        self.waiting += sync
+        if self.arrived == 2:
+            assert self.waiting, "a turn was passed twice with nobody waiting for it"
+            self.arrived, self.waiting, self.generation = 0, 0, self.generation + 1
+
+    def sync(self):
+        generation = self.generation
+        self.arrive(sync=True)
+        while self.generation == generation:
+            yield
+
+
+def _kv_protocol(ns, stages, split, overlap, seed, persistent=False, pingpong=False):
+    """The kernel's protocol (producer and two consumer warpgroups, as ``_attention_tirx``
+    orders them) over Q tiles of ``ns[j]`` K/V blocks, on the core ring model under a random
+    interleaving: the K/V rings, the Q barrier (``persistent``: Q reloaded per tile once
+    both consumers' S GEMMs are done, parities by tile) and the ping-pong turns. Returns
+    each consumer's reads; raises on deadlock, on a slot overwritten early or on a turn
+    passed twice."""
     rng = random.Random(seed)
     lag = 1 if overlap else 0
     rings = {"K": RingModel(stages, 2), "V": RingModel(stages, 2) if split else None}
     rings["V"] = rings["V"] or rings["K"]  # one barrier per K/V slot
     readers = {"K": [0] * stages, "V": [0] * stages}
+    q = {"tile": None, "readers": 0, "full": MBarrierModel(1), "free": MBarrierModel(2)}
+    turns = [_NamedBarrierModel(), _NamedBarrierModel()]  # warpgroup w waits on turns[w]
 
     def producer():
         pos = {"K": PhaseCounter(stages), "V": PhaseCounter(stages)}
-        order = []
-        for it in range(n + (lag if split else 0)):
-            if not split:
-                order.append((("K", "V"), it))
-                continue
-            if it < n:
-                order.append((("K",), it))
-            if it >= lag:
-                order.append((("V",), it - lag))
-        for parts, block in order:
-            c = pos[parts[0]]
-            ring = rings[parts[0]]
-            while not ring.empty[c.stage].try_wait_parity(c.phase ^ 1):
-                yield
-            ring.full[c.stage].arrive(expect_tx=len(parts))
-            for part in parts:
-                assert readers[part][c.stage] == 0, f"{part} slot overwritten while read"
-                ring.slots[c.stage] = dict(ring.slots[c.stage] or {}, **{part: block})
-                yield
-                ring.full[c.stage].complete_tx(1)
-            for part in parts:
-                pos[part].advance()
+        for j, n in enumerate(ns):
+            if j and persistent:
+                while not q["free"].try_wait_parity((j - 1) % 2):
+                    yield
+            q["full"].arrive(expect_tx=1)
+            assert q["readers"] == 0, "Q overwritten while read"
+            q["tile"] = j
+            yield
+            q["full"].complete_tx(1)
+            order = []
+            for it in range(n + (lag if split else 0)):
+                if not split:
+                    order.append((("K", "V"), (j, it)))
+                    continue
+                if it < n:
+                    order.append((("K",), (j, it)))
+                if it >= lag:
+                    order.append((("V",), (j, it - lag)))
+            for parts, block in order:
+                c = pos[parts[0]]
+                ring = rings[parts[0]]
+                while not ring.empty[c.stage].try_wait_parity(c.phase ^ 1):
+                    yield
+                ring.full[c.stage].arrive(expect_tx=len(parts))
+                for part in parts:
+                    assert readers[part][c.stage] == 0, f"{part} slot overwritten while read"
+                    ring.slots[c.stage] = dict(ring.slots[c.stage] or {}, **{part: block})
+                    yield
+                    ring.full[c.stage].complete_tx(1)
+                for part in parts:
+                    pos[part].advance()
 
-    def consumer(reads):
+    def consumer(wg, reads):
         pos = {"K": PhaseCounter(stages), "V": PhaseCounter(stages)}
 
         def wait(part):
@@ -245,24 +284,58 @@ def _kv_protocol(n, stages, split, overlap, seed):
                 rings[part].empty[c.stage].arrive()
             c.advance()
 
-        if overlap:  # S(0), then S(it) with P V(it - 1), then P V(n - 1)
-            steps = [("s", 0)] + [x for it in range(1, n) for x in (("s", it), ("pv", it - 1))]
-            steps.append(("pv", n - 1))
-        else:
-            steps = [x for it in range(n) for x in (("s", it), ("pv", it))]
-        for kind, _ in steps:
-            part = "K" if kind == "s" else "V"
+        def read(part):  # V without split_kv came with K: its slot is the one K was read from
             if split or part == "K":
                 yield from wait(part)
-            else:  # V came with K: its slot is the one K was read from
+            else:
                 readers["V"][pos["V"].stage] += 1
                 reads.append(("V", rings["K"].slots[pos["V"].stage]["V"]))
-            yield
-            release(part)
+
+        def q_done():
+            q["readers"] -= 1
+            q["free"].arrive()
+
+        if pingpong and wg == 0:  # mma_init: the first turn is warpgroup 1's
+            turns[0].arrive()
+        for j, n in enumerate(ns):
+            while not q["full"].try_wait_parity(j % 2):
+                yield
+            assert q["tile"] == j, "S read another tile's Q"
+            q["readers"] += 1
+            if not overlap:  # each GEMM waited for
+                for _ in range(n):
+                    yield from read("K")
+                    yield
+                    release("K")
+                    yield from read("V")
+                    yield
+                    release("V")
+                q_done()
+            elif n:  # S(0); then S(it) and P V(it - 1) issued in one turn; then P V(n - 1)
+                yield from read("K")
+                yield
+                release("K")
+                for _ in range(1, n):
+                    if pingpong:
+                        yield from turns[wg].sync()
+                    yield from read("K")
+                    yield from read("V")
+                    if pingpong:
+                        turns[1 - wg].arrive()
+                    yield
+                    release("K")
+                    yield
+                    release("V")
+                q_done()
+                yield from read("V")
+                yield
+                release("V")
+            else:
+                q_done()
 
     reads = [[], []]
-    actors = [producer(), consumer(reads[0]), consumer(reads[1])]
-    for _ in range(100000):
+    actors = [producer(), consumer(0, reads[0]), consumer(1, reads[1])]
+    for _ in range(200000):
         if not actors:
             return reads
         a = rng.choice(actors)
@@ -279,9 +352,32 @@ def _kv_protocol(n, stages, split, overlap, seed):
 def test_kv_ring_protocol_delivers_every_block_in_order(split, overlap, stages):
     n = 7
     for seed in range(20):
-        for reads in _kv_protocol(n, stages, split, overlap, seed):
-            assert [b for part, b in reads if part == "K"] == list(range(n))
-            assert [b for part, b in reads if part == "V"] == list(range(n))
+        for reads in _kv_protocol([n], stages, split, overlap, seed):
+            assert [b for part, b in reads if part == "K"] == [(0, it) for it in range(n)]
+            assert [b for part, b in reads if part == "V"] == [(0, it) for it in range(n)]
+
+
+@pytest.mark.parametrize("split", [True, False])
+@pytest.mark.parametrize("overlap", [True, False])
+@pytest.mark.parametrize("pingpong", [True, False])
+def test_persistent_protocol_walks_tiles_in_order(split, overlap, pingpong):
+    """A persistent CTA's tiles (0, 1 and 2 K/V blocks among them: causal tiles with no or
+    one visible block) through one set of rings, Q barrier parities and turns."""
+    ns = [3, 0, 5, 1, 2, 0, 0, 4, 1]
+    want = [(j, it) for j, n in enumerate(ns) for it in range(n)]
+    for seed in range(15):
+        for stages in (2, 3):
+            reads = _kv_protocol(ns, stages, split, overlap, seed, True, pingpong and overlap)
+            for wg_reads in reads:
+                assert [b for part, b in wg_reads if part == "K"] == want
+                assert [b for part, b in wg_reads if part == "V"] == want
+
+
+def test_protocol_model_catches_an_early_q_reload():
+    """The model fails when the producer reloads Q without waiting for the consumers."""
+    with pytest.raises(AssertionError, match="Q overwritten|another tile's Q"):
+        for seed in range(50):
+            _kv_protocol([3, 3, 3], 2, True, True, seed, persistent=False)
 
 
 def test_schedule_override_from_the_environment(monkeypatch):
@@ -451,3 +547,87 @@ def test_p_through_shared_memory_needs_64_column_blocks():
     with pytest.raises(ValueError, match="kBlockN 80 must be a multiple of 64"):
         pick_schedule(256, 256, False, {"pv_smem": True})
     assert parse_override("pv_smem=1") == {"pv_smem": True}
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(
+    "n_mb, heads_q, batch, section",
+    [(64, 32, 1, 8), (5, 6, 3, 4), (3, 5, 2, 4), (7, 3, 1, 8), (1, 1, 1, 1), (2, 4, 1, 64)],
+)
+def test_persistent_walk_covers_every_tile_once(causal, n_mb, heads_q, batch, section):
+    """Every (Q tile, head, sequence) exactly once; causal: longest Q tiles first within each
+    section of ``section`` (head, sequence) pairs (the last section what is left); not
+    causal: a head's Q tiles one after another, so CTAs in flight share its K and V."""
+    hb = heads_q * batch
+    tiles = [tile_coords(t, n_mb, heads_q, hb, section, causal) for t in range(n_mb * hb)]
+    assert sorted(tiles) == sorted(itertools.product(range(n_mb), range(heads_q), range(batch)))
+    span = section * n_mb
+    for start in range(0, n_mb * hb, span):
+        part = tiles[start : start + span]
+        if causal:
+            assert [mb for mb, _, _ in part] == sorted((mb for mb, _, _ in part), reverse=True)
+            assert len({(h, b) for _, h, b in part}) == min(section, hb - start // n_mb)
+    if not causal:
+        assert [t[1:] for t in tiles[:n_mb]] == [(0, 0)] * n_mb
+
+
+@pytest.mark.parametrize("seqlen_k", [1, 100, 8192, 65536, 10**6])
+@pytest.mark.parametrize("d, dv, group", [(128, 128, 1), (64, 64, 4), (192, 128, 2)])
+def test_causal_sections_keep_their_kv_in_l2(seqlen_k, d, dv, group):
+    """The largest power of two of KV heads whose K and V fit the L2 budget (one at least),
+    times the query heads per KV head (upstream's swizzle)."""
+    section = section_heads(seqlen_k, d, dv, group)
+    kv_heads, one_head = section // group, seqlen_k * (d + dv) * 2
+    assert section % group == 0 and kv_heads & (kv_heads - 1) == 0
+    assert kv_heads == 1 or kv_heads * one_head <= L2_KV_BYTES
+    assert 2 * kv_heads * one_head > L2_KV_BYTES
+
+
+def test_persistent_schedule_keys():
+    assert pick_schedule(128, 128, True, parse_override("persistent=1,grid=3")).grid == 3
+    assert pick_schedule(128, 128, True, parse_override("persistent=1")).persistent
+    with pytest.raises(ValueError, match="grid 3 sizes the persistent grid"):
+        pick_schedule(128, 128, True, {"grid": 3})
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_persistent_kernel_walks_tiles_on_one_cta_per_sm(causal):
+    """``persistent``: grid min(tiles, SMs), a tile loop striding by the grid, the Q-free
+    barrier (one elected lane per consumer warp) and the first turn given once, before the
+    loop; varlen keeps one CTA per tile."""
+    from tirx_kernels.core import toolchain
+    from tirx_kernels.flashattention._attention_tirx import make_flash_fwd, make_flash_fwd_varlen
+
+    sched = pick_schedule(128, 128, causal, {"persistent": True, "grid": 7})
+    src = toolchain.cuda_source(
+        toolchain.compile(make_flash_fwd(4, 2, 128, 128, "bfloat16", causal, sched))
+    )
+    plain = toolchain.cuda_source(
+        toolchain.compile(
+            make_flash_fwd(4, 2, 128, 128, "bfloat16", causal, pick_schedule(128, 128, causal, {}))
+        )
+    )
+    inits = re.findall(r"mbarrier_init_init_shared_b64\(.*\(uint\)(\d+)\);", src)
+    assert (
+        len(inits) == len(re.findall(r"mbarrier_init_init_shared_b64\(.*\(uint\)\d+\);", plain)) + 1
+    )
+    assert inits.count("8") == 2 * sched.stages + 1  # K and V empties, and Q free
+    assert (
+        len(re.findall(r"for \(int tile\w* = \(\(int\)blockIdx.x\); .*; tile\w* \+= 7\)", src)) == 2
+    )
+    assert src.count("bar_arrive_arrive") == plain.count("bar_arrive_arrive")
+    assert src.index("bar_arrive_arrive((uint)4") < src.rindex("for (int tile")
+    assert ("__clz" in src) == causal  # the causal order's section size
+    varlen = make_flash_fwd_varlen(4, 2, 128, 128, "bfloat16", causal, sched)
+    assert "for (int tile" not in toolchain.cuda_source(toolchain.compile(varlen))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d, dv", HEAD_DIMS)
+def test_persistent_kernels_assemble(d, dv, causal):
+    """ptxas accepts the persistent kernel of every head dim (no GPU needed)."""
+    from tirx_kernels.core import toolchain
+    from tirx_kernels.flashattention._attention_tirx import make_flash_fwd
+
+    sched = pick_schedule(d, dv, causal, {"persistent": True})
+    assert toolchain.compile_cubin(make_flash_fwd(8, 2, d, dv, "bfloat16", causal, sched))

@@ -67,6 +67,8 @@ SCHEDULES = (
     {"bm": 192, "bn": 128},  # three consumer warpgroups (upstream's d 64 tile), turns 1-2-3
     {"bm": 192, "bn": 128, "pingpong": False},
     {"bm": 192, "bn": 128, "pv_smem": True},  # P through shared memory, SS P V
+    {"persistent": True},  # one CTA per SM: here one tile each
+    {"persistent": True, "grid": 3},  # three CTAs walking 5-6 tiles each: Q reloads, turns
 )
 
 
@@ -92,8 +94,21 @@ def test_upstream_d64_tile_matches_reference(causal):
     _check_schedule({"bm": 192, "bn": 192, "pv_smem": True}, 64, causal)
 
 
-def _check_schedule(override, d, causal):
-    b, sq, sk, hq, hk = 2, 200, 1000, 4, 2  # 6-8 K/V blocks: the rings wrap, turns repeat
+@needs_sm90a
+@pytest.mark.parametrize("grid", [0, 5])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(
+    "shape", [(3, 1100, 700, 8, 2), (2, 900, 130, 4, 4)], ids=["long", "sq>sk"]
+)
+def test_persistent_walk_matches_reference(grid, causal, shape):
+    """The persistent kernel over more tiles than SMs (216: every CTA walks one or two) and,
+    with ``grid`` 5, many per CTA; ``sq>sk`` causal: the first Q tiles see no key (no K/V
+    block, only the Q barrier)."""
+    _check_schedule({"persistent": True, "grid": grid}, 128, causal, shape)
+
+
+def _check_schedule(override, d, causal, shape=(2, 200, 1000, 4, 2)):
+    b, sq, sk, hq, hk = shape  # default: 6-8 K/V blocks, the rings wrap, turns repeat
     data = _data(b, sq, sk, hq, hk, d)
     schedule = pick_schedule(d, d, causal, override)
     kernel = toolchain.compile(make_flash_fwd(hq, hk, d, d, "bfloat16", causal, schedule))

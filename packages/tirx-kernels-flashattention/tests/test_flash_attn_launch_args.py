@@ -60,9 +60,11 @@ def test_one_kernel_serves_every_size_and_scale(launched, monkeypatch):
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize(
-    "tile", [{"bm": 192, "bn": 128}, {"bm": 192, "bn": 192, "pv_smem": True}], ids=["rs", "ss"]
+    "tile",
+    [{"bm": 192, "bn": 128}, {"bm": 192, "bn": 192, "pv_smem": True}, {"persistent": True}],
+    ids=["rs", "ss", "persistent"],
 )
-def test_the_bm_192_bench_variants_launch_matches_the_kernel(launched, causal, tile):
+def test_the_bench_variants_launch_matches_the_kernel(launched, causal, tile):
     from tirx_kernels.flashattention.kernels import flash_attn_fwd as fa
 
     data = {name: torch.zeros(2, 200, 4, 64, dtype=torch.bfloat16) for name in "qkv"}

@@ -13,14 +13,16 @@ upstream's kBlockN and a K/V ring of ``stages`` slots plus the Q tile in shared 
 
 The environment variable ``TIRX_FLASH_ATTN_SCHEDULE`` overrides the default, e.g.
 ``overlap=0`` or ``bn=128,split_kv=0,pingpong=0,regs=40`` (keys: ``bm``, ``bn``,
-``stages``, ``overlap``, ``pingpong``, ``split_kv``, ``regs``; flags 0/1); it is read at each
-call, so the compiled kernel follows it. Pure Python (no compiler import).
+``stages``, ``overlap``, ``pingpong``, ``split_kv``, ``regs``, ``pv_smem``, ``persistent``,
+``grid``; flags 0/1); it is read at each call, so the compiled kernel follows it. Pure Python (no
+compiler import).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 import os
 
 BM = 128  # Q rows per CTA by default: 2 consumer warpgroups x 64
@@ -47,6 +49,9 @@ class Schedule:
     consumers as upstream's); ``bm``: kBlockM, 64 Q rows per consumer warpgroup;
     ``pv_smem``: P through shared memory for an SS P V (upstream's MmaPV_is_RS false, its d 64
     192 x 192 tile), each consumer a 64 x kBlockN tile, instead of the registers' A operand.
+    ``persistent``: one CTA per SM walking the Q tiles (upstream's persistent schedulers;
+    batched kernel only, varlen keeps one CTA per tile), so a CTA's next Q and K/V load
+    while it finishes a tile; ``grid``: that many CTAs instead of the SM count (tests).
     """
 
     bn: int
@@ -57,6 +62,8 @@ class Schedule:
     regs: int = 24
     bm: int = BM
     pv_smem: bool = False
+    persistent: bool = False
+    grid: int = 0
 
     @property
     def consumers(self) -> int:
@@ -102,9 +109,9 @@ def parse_override(text: str) -> dict:
         if not sep or key not in {f.name for f in dataclasses.fields(Schedule)}:
             raise ValueError(
                 f"{ENV}: {item!r} must be key=value with key one of bm, bn, stages, overlap, "
-                "pingpong, split_kv, regs, pv_smem"
+                "pingpong, split_kv, regs, pv_smem, persistent, grid"
             )
-        if key in ("bm", "bn", "stages", "regs"):
+        if key in ("bm", "bn", "stages", "regs", "grid"):
             if not value.isdigit():
                 raise ValueError(f"{ENV}: {key} must be a positive integer, got {value!r}")
             out[key] = int(value)
@@ -145,7 +152,11 @@ def pick_schedule(d: int, dv: int, causal: bool, override: dict | None = None) -
     if regs not in REGS:
         raise ValueError(f"producer registers {regs} must be one of {REGS}")
     split_kv = override.get("split_kv", True)
-    return Schedule(bn, stages, overlap, pingpong, split_kv, regs, bm, pv_smem)
+    persistent = override.get("persistent", False)
+    grid = override.get("grid", 0)
+    if grid and not persistent:
+        raise ValueError(f"grid {grid} sizes the persistent grid: set persistent=1 with it")
+    return Schedule(bn, stages, overlap, pingpong, split_kv, regs, bm, pv_smem, persistent, grid)
 
 
 def pick_tiles(d: int, dv: int, causal: bool = False) -> tuple[int, int]:
@@ -168,3 +179,53 @@ def num_kv_blocks(
         return total
     hi = max((m_block + 1) * bm + seqlen_k - seqlen_q, 0)
     return min(total, -(-hi // bn))
+
+
+# -------------------------------------------------------------------- persistent tile order
+
+L2_KV_BYTES = 32 * 1024 * 1024  # upstream's L2 budget for the K and V of one section
+
+
+def _pick(cond, a, b):
+    return a if cond else b
+
+
+# (select, div, mod, keep) of Python ints; the kernel passes TIR's, with ``keep(slot, v)``
+# storing v in a register so later steps read it instead of repeating its expression
+PY_OPS = (_pick, operator.floordiv, operator.mod, lambda slot, value: value)
+
+
+def floor_pow2(n: int) -> int:
+    """The largest power of two <= ``n`` (1 for n < 1)."""
+    return 1 << (max(n, 1).bit_length() - 1)
+
+
+def section_heads(seqlen_k, d: int, dv: int, group: int, pow2=floor_pow2):
+    """Query heads per L2 section of the causal order (upstream's ``DynamicPersistentTile
+    Scheduler`` swizzle): the largest power of two of KV heads whose K and V fit
+    :data:`L2_KV_BYTES` (at least one), times ``group`` query heads per KV head.
+    ``pow2``: :func:`floor_pow2` over ``seqlen_k``'s type (TIR's in the kernel)."""
+    return pow2((L2_KV_BYTES // ((d + dv) * 2)) // seqlen_k) * group
+
+
+def tile_coords(t, n_mb, heads_q, heads_batch, section, causal: bool, ops=PY_OPS):
+    """(Q tile, head, sequence) of persistent tile ``t`` of ``n_mb * heads_batch``.
+
+    Not causal (upstream's ``StaticPersistentTileScheduler``): Q tiles fastest, then heads,
+    then sequences, so the CTAs in flight share a few heads' K and V in L2. Causal (the
+    order of upstream's ``DynamicPersistentTileScheduler``, here walked statically): the
+    (head, sequence) pairs in sections of ``section``, the last section what is left; within
+    a section heads fastest and Q tiles longest first, so each CTA's first tiles are the
+    longest and the K/V of one section stay in L2. ``ops``: :data:`PY_OPS` or the kernel's."""
+    select, div, mod, keep = ops
+    if not causal:
+        mb, hb = keep(0, mod(t, n_mb)), keep(1, div(t, n_mb))
+    else:
+        span = section * n_mb
+        first, within = keep(0, div(t, span)), keep(1, mod(t, span))
+        width = keep(
+            2, select(first < div(heads_batch, section), section, mod(heads_batch, section))
+        )
+        mb = keep(3, n_mb - 1 - div(within, width))
+        hb = keep(4, first * section + mod(within, width))
+    return mb, mod(hb, heads_q), div(hb, heads_q)

@@ -42,7 +42,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import types
 
+from tirx_kernels.core import toolchain
 from tirx_kernels.core.sm90 import dsl
 from tirx_kernels.core.sm90.layouts import Swizzle
 from tirx_kernels.core.sm90.wgmma import (
@@ -53,7 +55,7 @@ from tirx_kernels.core.sm90.wgmma import (
 )
 from tirx_kernels.core.toolchain import T
 
-from ._attention_schedule import pick_schedule
+from ._attention_schedule import pick_schedule, section_heads, tile_coords
 
 DTYPES = ("bfloat16", "float16")
 _REG_BUDGET = 512  # setmaxnreg per thread: producer + consumers (x 128 threads) <= 64K
@@ -104,6 +106,8 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
     """The kernel over 2D views of Q, K, V and Out; ``varlen``: sequence offsets from
     ``cu_seqlens`` arguments, else ``batch`` sequences of equal lengths."""
     sched = schedule or pick_schedule(d, dv, causal, {})
+    persistent = sched.persistent and not varlen
+    sms = sched.grid or toolchain.num_sms()  # CTAs of the persistent grid
     BN, nstages, split, pingpong = sched.bn, sched.stages, sched.split_kv, sched.pingpong
     group = heads_q // heads_kv
     BM, consumers = sched.bm, sched.consumers
@@ -143,17 +147,208 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
         )
 
     @T.inline
-    def attend(Q, K, V, Out, LSE, mb, h, q0, seqlen_q, k0, seqlen_k, lse0, scale):
+    def enter_persistent(tiles):
+        """One CTA per SM (at most one per tile), each walking tiles ``blockIdx.x``,
+        ``+ sms``, ... of ``tiles``."""
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(
+                grid=T.min(tiles, sms), block=threads, dynamic_smem_bytes=smem
+            ),
+            kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
+        )
+
+    @T.inline
+    def walk_to(tc, tw, tile, n_mb, heads_batch, total_n, shift):
+        """``tc[:4]`` = (Q tile, head, sequence, K/V blocks) of persistent ``tile``
+        (``tc[4]``: the causal order's section size; ``tw``: the walk's scratch registers)."""
+        ops = (T.if_then_else, T.truncdiv, T.truncmod, lambda slot, v: _keep(tw, slot, v))
+        mb, h, b = tile_coords(tile, n_mb, heads_q, heads_batch, tc[4], causal, ops)
+        tc[0] = mb
+        tc[1] = h
+        tc[2] = b
+        tc[3] = kv_blocks(tc[0], total_n, shift)
+
+    def kv_blocks(mb, total_n, shift):
+        """K/V blocks Q tile ``mb`` reads (:func:`num_kv_blocks`)."""
+        if causal:
+            return T.min(total_n, (T.max(mb * BM + BM + shift, 0) + (BN - 1)) // BN)
+        return total_n
+
+    @T.inline
+    def produce(Q, K, V, arena, qbar, kring, vring, mb, h, hk, q0, k0, n_blocks):
+        """The producer thread's loads of one Q tile: Q, then the K/V blocks through the
+        ring (K of block it, then V of block it - lag with ``split_kv``)."""
+        T.ptx.mbarrier.arrive.expect_tx.shared.b64(qbar.ptr_to([0]), T.uint32(q_bytes))
+        _load_tile(arena, 0, BM, d, Q, qbar.ptr_to([0]), q0 + mb * BM, h * d, dtype)
+        kv0 = k0
+        if T.constexpr(split):
+            # K of block it, then V of block it - lag (upstream's load: S of block it
+            # needs K before P V of block it - 1 needs V)
+            for it in T.serial(n_blocks + lag):
+                if it < n_blocks:
+                    kring.producer_acquire()
+                    kring.producer_expect(k_bytes)
+                    slot = q_bytes + kring.stage * stage_bytes
+                    _load_tile(
+                        arena,
+                        slot,
+                        BN,
+                        d,
+                        K,
+                        kring.full_bar(),
+                        kv0 + it * BN,
+                        hk * d,
+                        dtype,
+                    )
+                    kring.advance()
+                if it >= lag:
+                    vring.producer_acquire()
+                    vring.producer_expect(v_bytes)
+                    slot = q_bytes + vring.stage * stage_bytes + k_bytes
+                    kv_row = kv0 + (it - lag) * BN
+                    _load_tile(arena, slot, BN, dv, V, vring.full_bar(), kv_row, hk * dv, dtype)
+                    vring.advance()
+        else:
+            for it in T.serial(n_blocks):
+                kring.producer_acquire()
+                kring.producer_expect(stage_bytes)
+                slot = q_bytes + kring.stage * stage_bytes
+                kv_row = kv0 + it * BN
+                _load_tile(arena, slot, BN, d, K, kring.full_bar(), kv_row, hk * d, dtype)
+                _load_tile(
+                    arena,
+                    slot + k_bytes,
+                    BN,
+                    dv,
+                    V,
+                    kring.full_bar(),
+                    kv_row,
+                    hk * dv,
+                    dtype,
+                )
+                kring.advance()
+
+    @T.inline
+    def consume(st, mb, h, q0, lse0, n_blocks, q_phase):
+        """A consumer warpgroup's part of Q tile ``mb`` of head ``h``: S, masks, online
+        softmax and P V per K/V block, then the epilogue. ``st``: the warpgroup's buffers,
+        barriers and the problem's scalars (:func:`attend`); ``q_phase``: the parity of
+        this tile's Q load; ``st.qfree`` (persistent): arrived on once its S GEMMs are done."""
+        row0 = mb * BM + (st.wg - 1) * 64  # this warpgroup's first query row
+        row = row0 + 16 * (st.t // 32) + (st.t % 32) // 4  # this thread's query row, + 8 hh
+        col = 2 * (st.t % 4)  # this thread's key column in the block, + 8 j + e
+        base = dsl.smem_addr(st.arena)
+        for i in T.unroll(dv // 2):
+            st.o[i] = T.float32(0)
+        for hh in T.unroll(2):
+            st.m[hh] = T.float32(NINF)
+            st.lsum[hh] = T.float32(0)
+        T.cuda.mbarrier_wait(st.qbar.ptr_to([0]), q_phase)
+        dq = dsl.descriptor(desc_q, base + T.uint32((st.wg - 1) * 64 * 128))
+        kslot = (desc_k, base + T.uint32(q_bytes), stage_bytes)  # K of slot 0, slot bytes
+        vslot = (desc_v, base + T.uint32(q_bytes + k_bytes), stage_bytes)
+        if T.constexpr(not sched.overlap):
+            # each GEMM waited for before the softmax
+            for it in T.serial(n_blocks):
+                _issue_s(st.s, dq, kslot, st.kring, q_steps, k_steps, BN, dtype)
+                dsl.wgmma_wait(0)
+                _done_k(st.kring, st.lane, split)
+                _mask(st.s, it * BN, row, col, row0, BN, st.seqlen_k, st.shift, causal)
+                _online_softmax(
+                    st.s, st.m, st.lsum, st.corr, st.mx, st.msc, st.rs, BN, st.scale_log2
+                )
+                _rescale(st.o, st.corr, dv)
+                _to_p(st.p, st.s, BN, dtype, p_tile, base, st.wg)
+                _issue_pv(
+                    st.o, st.p, vslot, st.vring, v_steps, dv, dtype, split, p_tile, base, st.wg
+                )
+                dsl.wgmma_wait(0)
+                _done_v(st.kring, st.vring, st.lane, split)
+            _q_done(st.qfree, st.lane)
+        elif n_blocks > 0:
+            # FA3's intra-warpgroup overlap: S of block it and P V of block it - 1 are in
+            # flight together; the softmax of block it runs while P V finishes. With
+            # ``pingpong`` the consumer warpgroups take turns issuing their GEMMs
+            # (upstream's warp_scheduler_barrier_sync/arrive), so one's softmax runs under
+            # another's GEMMs; the first warpgroup gets the first turn (upstream's
+            # mma_init; persistent: once, before the first tile). All run the same
+            # n_blocks, so the turns go round evenly, tile after tile.
+            if T.constexpr(pingpong and st.qfree is None):
+                if st.wg == 1:
+                    T.ptx.bar.arrive(T.uint32(_SCHED_BAR + 1), T.uint32(256))
+            _issue_s(st.s, dq, kslot, st.kring, q_steps, k_steps, BN, dtype)
+            dsl.wgmma_wait(0)
+            _done_k(st.kring, st.lane, split)
+            _mask(st.s, 0, row, col, row0, BN, st.seqlen_k, st.shift, causal)
+            _online_softmax(st.s, st.m, st.lsum, st.corr, st.mx, st.msc, st.rs, BN, st.scale_log2)
+            _to_p(st.p, st.s, BN, dtype, p_tile, base, st.wg)  # O is still 0: nothing to rescale
+            for it in T.serial(1, n_blocks):
+                _sched_sync(st.wg, pingpong)
+                _issue_s(st.s, dq, kslot, st.kring, q_steps, k_steps, BN, dtype)
+                _issue_pv(
+                    st.o, st.p, vslot, st.vring, v_steps, dv, dtype, split, p_tile, base, st.wg
+                )
+                _sched_arrive(st.wg, pingpong, consumers)
+                dsl.wgmma_wait(1)  # S done (groups complete in order); P V may run on
+                _done_k(st.kring, st.lane, split)
+                _mask(st.s, it * BN, row, col, row0, BN, st.seqlen_k, st.shift, causal)
+                _online_softmax(
+                    st.s, st.m, st.lsum, st.corr, st.mx, st.msc, st.rs, BN, st.scale_log2
+                )
+                dsl.wgmma_wait(0)  # P V of block it - 1 done: its slot, P and O are free
+                _done_v(st.kring, st.vring, st.lane, split)
+                _rescale(st.o, st.corr, dv)
+                _to_p(st.p, st.s, BN, dtype, p_tile, base, st.wg)
+            _q_done(st.qfree, st.lane)  # every S of the tile has completed
+            _issue_pv(st.o, st.p, vslot, st.vring, v_steps, dv, dtype, split, p_tile, base, st.wg)
+            dsl.wgmma_wait(0)
+            _done_v(st.kring, st.vring, st.lane, split)
+        if T.constexpr(sched.overlap and st.qfree is not None):
+            if n_blocks == 0:
+                _q_done(st.qfree, st.lane)
+        # epilogue (hopper/softmax.h finalize, hopper/epilogue_fwd.hpp)
+        for hh in T.unroll(2):
+            st.rs[0] = T.cuda.warp_sum(st.lsum[hh], 4)
+            if (st.rs[0] == T.float32(0)) | T.isnan(st.rs[0]):
+                st.corr[hh] = T.float32(0)
+                st.msc[0] = T.float32(NINF)
+            else:
+                st.corr[hh] = T.float32(1) / st.rs[0]
+                st.msc[0] = st.m[hh] * st.scale + T.log(st.rs[0])
+            if (st.t % 4 == 0) & (row + 8 * hh < st.seqlen_q):
+                st.LSE[lse0 + row + 8 * hh] = st.msc[0]
+        _rescale(st.o, st.corr, dv)
+        dsl.store_acc(
+            st.o,
+            st.Out,
+            q0 + mb * BM + (st.wg - 1) * 64,
+            h * dv,
+            dv,
+            q0 + st.seqlen_q,
+            heads_q * dv,
+            True,
+            False,
+            st.packed,
+        )
+
+    @T.inline
+    def attend(Q, K, V, Out, LSE, mb, h, q0, seqlen_q, k0, seqlen_k, lse0, scale, batch=None):
         """Q tile ``mb`` of head ``h`` of one sequence: its Q rows start at row ``q0`` of Q
-        and Out, its keys at row ``k0`` of K and V, its LSE row at ``LSE[lse0]``."""
+        and Out, its keys at row ``k0`` of K and V, its LSE row at ``LSE[lse0]``. With
+        ``persistent`` the tile arguments are None and the CTA walks its share of the
+        ``batch`` sequences' tiles (:func:`tile_coords`)."""
         scale_log2 = scale * T.float32(LOG2E)
         total_n = (seqlen_k + (BN - 1)) // BN
         shift = seqlen_k - seqlen_q  # bottom-right causal alignment
         tid = T.cuda.thread_idx("x")
         wg = tid // 128
-        hk = h // group
+        if T.constexpr(not persistent):
+            hk = h // group
         arena = T.alloc_shared((smem // 2,), dtype, scope="shared.dyn", align=1024)
         qbar = T.alloc_shared((1,), "uint64", align=8)
+        # persistent: Q's slot is free again once every consumer warp's last S of a tile
+        # has completed (one elected lane per consumer warp arrives)
+        qfree = _q_barrier(persistent)
         # K ring; with split_kv a V ring over the same slots (upstream's pipeline_k and
         # pipeline_v), else one barrier per slot for K and V together and ``vring`` is only
         # the consumer's V read counter
@@ -164,68 +359,50 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
             if T.constexpr(split):
                 vring.init(4 * consumers)
             T.ptx.mbarrier.init.shared.b64(qbar.ptr_to([0]), T.uint32(1))
+            if T.constexpr(persistent):
+                T.ptx.mbarrier.init.shared.b64(qfree.ptr_to([0]), T.uint32(4 * consumers))
             kring.fence_init()
         T.cuda.cta_sync()
         kring.reset()
         vring.reset()
-        if T.constexpr(causal):
-            n_blocks = T.min(total_n, (T.max(mb * BM + BM + shift, 0) + (BN - 1)) // BN)
+        if T.constexpr(persistent):
+            n_mb = T.ceildiv(seqlen_q, BM)
+            heads_batch = heads_q * batch
+            first_tile = T.cuda.block_idx("x")
+            # the tile's (Q tile, head, sequence, K/V blocks) and the section size in
+            # registers: as expressions they reach every use and stall the compiler's passes
+            tc = T.alloc_local((5,), "int32")
+            tw = T.alloc_local((5,), "int32")
+            if T.constexpr(causal):
+                tc[4] = section_heads(seqlen_k, d, dv, group, _floor_pow2)
         else:
-            n_blocks = total_n
+            n_blocks = kv_blocks(mb, total_n, shift)
         if wg == 0:
             T.ptx.setmaxnreg.dec.sync.aligned.u32(sched.regs)
             if tid == 0:
-                T.ptx.mbarrier.arrive.expect_tx.shared.b64(qbar.ptr_to([0]), T.uint32(q_bytes))
-                _load_tile(arena, 0, BM, d, Q, qbar.ptr_to([0]), q0 + mb * BM, h * d, dtype)
-                kv0 = k0
-                if T.constexpr(split):
-                    # K of block it, then V of block it - lag (upstream's load: S of block it
-                    # needs K before P V of block it - 1 needs V)
-                    for it in T.serial(n_blocks + lag):
-                        if it < n_blocks:
-                            kring.producer_acquire()
-                            kring.producer_expect(k_bytes)
-                            slot = q_bytes + kring.stage * stage_bytes
-                            _load_tile(
-                                arena,
-                                slot,
-                                BN,
-                                d,
-                                K,
-                                kring.full_bar(),
-                                kv0 + it * BN,
-                                hk * d,
-                                dtype,
-                            )
-                            kring.advance()
-                        if it >= lag:
-                            vring.producer_acquire()
-                            vring.producer_expect(v_bytes)
-                            slot = q_bytes + vring.stage * stage_bytes + k_bytes
-                            kv_row = kv0 + (it - lag) * BN
-                            _load_tile(
-                                arena, slot, BN, dv, V, vring.full_bar(), kv_row, hk * dv, dtype
-                            )
-                            vring.advance()
-                else:
-                    for it in T.serial(n_blocks):
-                        kring.producer_acquire()
-                        kring.producer_expect(stage_bytes)
-                        slot = q_bytes + kring.stage * stage_bytes
-                        kv_row = kv0 + it * BN
-                        _load_tile(arena, slot, BN, d, K, kring.full_bar(), kv_row, hk * d, dtype)
-                        _load_tile(
-                            arena,
-                            slot + k_bytes,
-                            BN,
-                            dv,
+                if T.constexpr(persistent):
+                    for tile in T.serial(first_tile, n_mb * heads_batch, step=sms):
+                        walk_to(tc, tw, tile, n_mb, heads_batch, total_n, shift)
+                        if tile > first_tile:  # the previous tile's S GEMMs are done with Q
+                            done = T.truncdiv(tile - first_tile, sms) - 1
+                            T.cuda.mbarrier_wait(qfree.ptr_to([0]), T.truncmod(done, 2))
+                        produce(
+                            Q,
+                            K,
                             V,
-                            kring.full_bar(),
-                            kv_row,
-                            hk * dv,
-                            dtype,
+                            arena,
+                            qbar,
+                            kring,
+                            vring,
+                            tc[0],
+                            tc[1],
+                            tc[1] // group,
+                            tc[2] * seqlen_q,
+                            tc[2] * seqlen_k,
+                            tc[3],
                         )
-                        kring.advance()
+                else:
+                    produce(Q, K, V, arena, qbar, kring, vring, mb, h, hk, q0, k0, n_blocks)
         else:
             T.ptx.setmaxnreg.inc.sync.aligned.u32(consumer_regs)
             s = T.alloc_local((BN // 2,), "float32")
@@ -240,88 +417,50 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
             packed = T.local_scalar("uint32")
             t = tid - 128 * wg
             lane = tid % 32
-            row0 = mb * BM + (wg - 1) * 64  # this warpgroup's first query row
-            row = row0 + 16 * (t // 32) + (t % 32) // 4  # this thread's query row, + 8 hh
-            col = 2 * (t % 4)  # this thread's key column in the block, + 8 j + e
-            base = dsl.smem_addr(arena)
-            for i in T.unroll(dv // 2):
-                o[i] = T.float32(0)
-            for hh in T.unroll(2):
-                m[hh] = T.float32(NINF)
-                lsum[hh] = T.float32(0)
-            T.cuda.mbarrier_wait(qbar.ptr_to([0]), 0)
-            dq = dsl.descriptor(desc_q, base + T.uint32((wg - 1) * 64 * 128))
-            kslot = (desc_k, base + T.uint32(q_bytes), stage_bytes)  # K of slot 0, slot bytes
-            vslot = (desc_v, base + T.uint32(q_bytes + k_bytes), stage_bytes)
-            if T.constexpr(not sched.overlap):
-                # each GEMM waited for before the softmax
-                for it in T.serial(n_blocks):
-                    _issue_s(s, dq, kslot, kring, q_steps, k_steps, BN, dtype)
-                    dsl.wgmma_wait(0)
-                    _done_k(kring, lane, split)
-                    _mask(s, it * BN, row, col, row0, BN, seqlen_k, shift, causal)
-                    _online_softmax(s, m, lsum, corr, mx, msc, rs, BN, scale_log2)
-                    _rescale(o, corr, dv)
-                    _to_p(p, s, BN, dtype, p_tile, base, wg)
-                    _issue_pv(o, p, vslot, vring, v_steps, dv, dtype, split, p_tile, base, wg)
-                    dsl.wgmma_wait(0)
-                    _done_v(kring, vring, lane, split)
-            elif n_blocks > 0:
-                # FA3's intra-warpgroup overlap: S of block it and P V of block it - 1 are in
-                # flight together; the softmax of block it runs while P V finishes. With
-                # ``pingpong`` the consumer warpgroups take turns issuing their GEMMs
-                # (upstream's warp_scheduler_barrier_sync/arrive), so one's softmax runs under
-                # another's GEMMs; the first warpgroup gets the first turn (upstream's
-                # mma_init). All run the same n_blocks, so the turns go round evenly.
-                if T.constexpr(pingpong):
+            st = types.SimpleNamespace(
+                Out=Out,
+                LSE=LSE,
+                arena=arena,
+                qbar=qbar,
+                qfree=qfree,
+                kring=kring,
+                vring=vring,
+                s=s,
+                o=o,
+                p=p,
+                m=m,
+                lsum=lsum,
+                corr=corr,
+                mx=mx,
+                msc=msc,
+                rs=rs,
+                packed=packed,
+                wg=wg,
+                t=t,
+                lane=lane,
+                seqlen_q=seqlen_q,
+                seqlen_k=seqlen_k,
+                shift=shift,
+                scale=scale,
+                scale_log2=scale_log2,
+            )
+            if T.constexpr(persistent):
+                if T.constexpr(pingpong):  # the first turn is warpgroup 1's (mma_init)
                     if wg == 1:
                         T.ptx.bar.arrive(T.uint32(_SCHED_BAR + 1), T.uint32(256))
-                _issue_s(s, dq, kslot, kring, q_steps, k_steps, BN, dtype)
-                dsl.wgmma_wait(0)
-                _done_k(kring, lane, split)
-                _mask(s, 0, row, col, row0, BN, seqlen_k, shift, causal)
-                _online_softmax(s, m, lsum, corr, mx, msc, rs, BN, scale_log2)
-                _to_p(p, s, BN, dtype, p_tile, base, wg)  # O is still 0: nothing to rescale
-                for it in T.serial(1, n_blocks):
-                    _sched_sync(wg, pingpong)
-                    _issue_s(s, dq, kslot, kring, q_steps, k_steps, BN, dtype)
-                    _issue_pv(o, p, vslot, vring, v_steps, dv, dtype, split, p_tile, base, wg)
-                    _sched_arrive(wg, pingpong, consumers)
-                    dsl.wgmma_wait(1)  # S done (groups complete in order); P V may run on
-                    _done_k(kring, lane, split)
-                    _mask(s, it * BN, row, col, row0, BN, seqlen_k, shift, causal)
-                    _online_softmax(s, m, lsum, corr, mx, msc, rs, BN, scale_log2)
-                    dsl.wgmma_wait(0)  # P V of block it - 1 done: its slot, P and O are free
-                    _done_v(kring, vring, lane, split)
-                    _rescale(o, corr, dv)
-                    _to_p(p, s, BN, dtype, p_tile, base, wg)
-                _issue_pv(o, p, vslot, vring, v_steps, dv, dtype, split, p_tile, base, wg)
-                dsl.wgmma_wait(0)
-                _done_v(kring, vring, lane, split)
-            # epilogue (hopper/softmax.h finalize, hopper/epilogue_fwd.hpp)
-            for hh in T.unroll(2):
-                rs[0] = T.cuda.warp_sum(lsum[hh], 4)
-                if (rs[0] == T.float32(0)) | T.isnan(rs[0]):
-                    corr[hh] = T.float32(0)
-                    msc[0] = T.float32(NINF)
-                else:
-                    corr[hh] = T.float32(1) / rs[0]
-                    msc[0] = m[hh] * scale + T.log(rs[0])
-                if (t % 4 == 0) & (row + 8 * hh < seqlen_q):
-                    LSE[lse0 + row + 8 * hh] = msc[0]
-            _rescale(o, corr, dv)
-            dsl.store_acc(
-                o,
-                Out,
-                q0 + mb * BM + (wg - 1) * 64,
-                h * dv,
-                dv,
-                q0 + seqlen_q,
-                heads_q * dv,
-                True,
-                False,
-                packed,
-            )
+                for tile in T.serial(first_tile, n_mb * heads_batch, step=sms):
+                    walk_to(tc, tw, tile, n_mb, heads_batch, total_n, shift)
+                    consume(
+                        st,
+                        tc[0],
+                        tc[1],
+                        tc[2] * seqlen_q,
+                        (tc[2] * heads_q + tc[1]) * seqlen_q,
+                        tc[3],
+                        T.truncmod(T.truncdiv(tile - first_tile, sms), 2),
+                    )
+            else:
+                consume(st, mb, h, q0, lse0, n_blocks, 0)
 
     if varlen:
 
@@ -363,13 +502,19 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
         seqlen_k: T.int32,
         scale: T.float32,
     ):
-        enter(seqlen_q, batch)
-        mb = T.ceildiv(seqlen_q, BM) - 1 - T.cuda.block_idx("x")
-        h = T.cuda.block_idx("y")
-        b = T.cuda.block_idx("z")
-        lse0 = (b * heads_q + h) * seqlen_q
-        q0, k0 = b * seqlen_q, b * seqlen_k
-        attend(Q, K, V, Out, LSE, mb, h, q0, seqlen_q, k0, seqlen_k, lse0, scale)
+        if T.constexpr(persistent):
+            enter_persistent(T.ceildiv(seqlen_q, BM) * heads_q * batch)
+            attend(
+                Q, K, V, Out, LSE, None, None, None, seqlen_q, None, seqlen_k, None, scale, batch
+            )
+        else:
+            enter(seqlen_q, batch)
+            mb = T.ceildiv(seqlen_q, BM) - 1 - T.cuda.block_idx("x")
+            h = T.cuda.block_idx("y")
+            b = T.cuda.block_idx("z")
+            lse0 = (b * heads_q + h) * seqlen_q
+            q0, k0 = b * seqlen_q, b * seqlen_k
+            attend(Q, K, V, Out, LSE, mb, h, q0, seqlen_q, k0, seqlen_k, lse0, scale)
 
     return flash_fwd
 
@@ -534,6 +679,36 @@ def _done_v(kring, vring, lane, split):
         else:
             kring.consumer_release(vring.stage)
     vring.advance()
+
+
+def _floor_pow2(n):
+    """:func:`floor_pow2` of an int32 expression: ``1 << (31 - clz(max(n, 1)))``."""
+    return T.shift_left(1, 31 - T.clz(T.max(n, 1)))
+
+
+def _keep(regs, slot, value):
+    """``regs[slot] = value``, then the register (``tile_coords``' ``keep``)."""
+    _store(regs, slot, value)
+    return regs[slot]
+
+
+@T.inline
+def _store(regs, slot, value):
+    regs[slot] = value
+
+
+def _q_barrier(persistent):
+    """The persistent kernel's "Q slot free" mbarrier in shared memory; None otherwise."""
+    return T.bind_(T.alloc_shared((1,), "uint64", align=8)) if persistent else None
+
+
+@T.inline
+def _q_done(qfree, lane):
+    """Persistent kernel (``qfree`` not None): this warp's S GEMMs of the tile have
+    completed, so the producer may load the next tile's Q over this one."""
+    if T.constexpr(qfree is not None):
+        if lane == 0:
+            T.ptx.mbarrier.arrive.shared.b64(qfree.ptr_to([0]), T.uint32(1))
 
 
 def _slot_descriptor(slot, stage):
