@@ -2,9 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
 # One H200 validation run (device tool): every kernel config through `tirx-run test`, the
-# GPU pytest paths (PYTEST_ARGS: each in its own process, in parallel), a `tirx-run bench` per kernel of BENCH_KERNELS, the per-call
-# cost of public ops (OVERHEAD_ARGS) and a suite sweep; results under $OUT. A step whose
-# variable is set to "skip" is skipped. Usage, from the repository root:
+# GPU pytest paths (PYTEST_ARGS: each in its own process, in parallel), FlashInfer's own
+# tests on our functions beside them (UPSTREAM_ARGS, e.g. "--shards 6"; prepared files in
+# .device/fi-tests must travel), a `tirx-run bench` per kernel of BENCH_KERNELS (each at
+# most BENCH_T seconds, default 300), the per-call cost of public ops (OVERHEAD_ARGS) and a
+# suite sweep; results under $OUT. A step whose variable is set to "skip" is skipped.
+# Usage, from the repository root:
 #   TEST_ARGS="--family basic" BENCH_KERNELS="rmsnorm fp16_bf16_gemm" BENCH_ARGS="--rounds 3" \
 #   SUITE_ARGS="--family basic" PYTEST_ARGS="packages" OVERHEAD_ARGS="--batch 1 4" \
 #     scripts/h200-validate.sh <git-sha>
@@ -13,6 +16,13 @@ sha=${1:?usage: h200-validate.sh <git commit of this checkout>}
 source scripts/h200-env.sh || exit 1
 out=${OUT:?OUT must name the results folder}
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv > "$out/gpu.csv"
+if [ "${UPSTREAM_ARGS:-skip}" != skip ]; then  # compile-bound like the tests: run beside them
+  ( timeout "${UPSTREAM_T:-430}" python3 packages/tirx-kernels-flashinfer/scripts/upstream_tests.py \
+      run ${UPSTREAM_ARGS} --junit "$out/fi-upstream.xml" > "$out/fi-upstream.log" 2>&1
+    echo "upstream tests: exit $?" >> "$out/fi-upstream.log"
+    cp .device/fi-tests/shard-*.log "$out/" 2>/dev/null ) &
+  upstream=$!
+fi
 if [ "${TEST_ARGS:-}" != skip ]; then
   python3 -m tirx_kernels.core.cli test ${TEST_ARGS:-} -j "${JOBS:-12}" --timeout 300 --json \
     > "$out/test.json" 2> "$out/test.log"; echo "tirx-run test: exit $?"
@@ -33,9 +43,16 @@ if [ "${OVERHEAD_ARGS:-skip}" != skip ]; then
   python3 scripts/op_overhead.py ${OVERHEAD_ARGS} --json "$out/overhead.json" \
     > "$out/overhead.md" 2> "$out/overhead.log"; echo "op_overhead: exit $?"
 fi
+if [ -n "${upstream:-}" ]; then wait "$upstream"; tail -3 "$out/fi-upstream.log"; fi
 for kernel in ${BENCH_KERNELS:-}; do
-  python3 -m tirx_kernels.core.cli bench --kernel "$kernel" ${BENCH_ARGS:-} --json \
-    > "$out/bench_$kernel.json" 2> "$out/bench_$kernel.log"; echo "tirx-run bench $kernel: exit $?"
+  # the child logs survive a timeout (the JSON is written at the end)
+  timeout "${BENCH_T:-300}" python3 -m tirx_kernels.core.cli bench --kernel "$kernel" ${BENCH_ARGS:-} \
+    --log-dir "$out/logs-$kernel" --json > "$out/bench_$kernel.json" 2> "$out/bench_$kernel.log"
+  echo "tirx-run bench $kernel: exit $?"
+  python3 -c 'import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    us = {k: round(v, 2) for k, v in (r.get("impls_us") or {}).items()}
+    print(r["config"], r["status"], us, r.get("ratio"))' "$out/bench_$kernel.json" 2>/dev/null
 done
 if [ "${SUITE_ARGS:-}" != skip ]; then
   TIRX_SUITE_GIT_COMMIT=$sha TIRX_SUITE_GIT_DIRTY=0 python3 -m tirx_kernels.core.suite \
