@@ -384,8 +384,8 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
                     for tile in T.serial(first_tile, n_mb * heads_batch, step=sms):
                         walk_to(tc, tw, tile, n_mb, heads_batch, total_n, shift)
                         if tile > first_tile:  # the previous tile's S GEMMs are done with Q
-                            done = T.truncdiv(tile - first_tile, sms) - 1
-                            T.cuda.mbarrier_wait(qfree.ptr_to([0]), T.truncmod(done, 2))
+                            previous = T.truncdiv(tile - first_tile, sms) - 1  # its number
+                            T.cuda.mbarrier_wait(qfree.ptr_to([0]), T.truncmod(previous, 2))
                         produce(
                             Q,
                             K,
