@@ -14,8 +14,9 @@ upstream's kBlockN and a K/V ring of ``stages`` slots plus the Q tile in shared 
 The environment variable ``TIRX_FLASH_ATTN_SCHEDULE`` overrides the default, e.g.
 ``overlap=0`` or ``bn=128,split_kv=0,pingpong=0,regs=40`` (keys: ``bm``, ``bn``,
 ``stages``, ``overlap``, ``pingpong``, ``split_kv``, ``regs``, ``pv_smem``, ``persistent``,
-``grid``; flags 0/1); it is read at each call, so the compiled kernel follows it. Pure Python (no
-compiler import).
+``grid``; flags 0/1); it is read at each call, so the compiled kernel follows it. The
+persistent schedule's tile order (after ``hopper/tile_scheduler.hpp``) is
+:func:`tile_coords`. Pure Python (no compiler import).
 """
 
 from __future__ import annotations

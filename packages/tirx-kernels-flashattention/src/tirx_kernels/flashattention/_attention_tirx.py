@@ -35,6 +35,9 @@ stored from registers, clipped at seqlen_q. A tile's K/V rows past seqlen_k belo
 next batch (or are zero-filled by TMA at the end): they are masked to -inf in S, so their P
 is exactly 0. ``overlap`` issues S of block it with P V of block it - 1 (intra-warpgroup);
 ``pingpong`` gives the consumers' GEMMs turns with named barriers (inter-warpgroup).
+``persistent`` (batched kernel): one CTA per SM walks the tiles in
+``_attention_schedule.tile_coords`` order, the producer reloading Q once the consumers'
+last S GEMMs of the previous tile are done (a Q-free mbarrier) while they finish it.
 """
 
 from __future__ import annotations
