@@ -218,11 +218,12 @@ class _NamedBarrierModel:
             yield
 
 
-def _kv_protocol(ns, stages, split, overlap, seed, persistent=False, pingpong=False):
+def _kv_protocol(ns, stages, split, overlap, seed, persistent=False, pingpong=False, dynamic=False):
     """The kernel's protocol (producer and two consumer warpgroups, as ``_attention_tirx``
     orders them) over Q tiles of ``ns[j]`` K/V blocks, on the core ring model under a random
     interleaving: the K/V rings, the Q barrier (``persistent``: Q reloaded per tile once
-    both consumers' S GEMMs are done, parities by tile) and the ping-pong turns. Returns
+    both consumers' S GEMMs are done, parities by tile), the ping-pong turns and
+    (``dynamic``) the tile named in shared memory with its Q, then "no tile left". Returns
     each consumer's reads; raises on deadlock, on a slot overwritten early or on a turn
     passed twice."""
     rng = random.Random(seed)
@@ -231,6 +232,7 @@ def _kv_protocol(ns, stages, split, overlap, seed, persistent=False, pingpong=Fa
     rings["V"] = rings["V"] or rings["K"]  # one barrier per K/V slot
     readers = {"K": [0] * stages, "V": [0] * stages}
     q = {"tile": None, "readers": 0, "full": MBarrierModel(1), "free": MBarrierModel(2)}
+    q["slot"] = None  # the dynamic walk's tile number
     turns = [_NamedBarrierModel(), _NamedBarrierModel()]  # warpgroup w waits on turns[w]
 
     def producer():
@@ -239,6 +241,8 @@ def _kv_protocol(ns, stages, split, overlap, seed, persistent=False, pingpong=Fa
             if j and persistent:
                 while not q["free"].try_wait_parity((j - 1) % 2):
                     yield
+            if dynamic:
+                q["slot"] = j
             q["full"].arrive(expect_tx=1)
             assert q["readers"] == 0, "Q overwritten while read"
             q["tile"] = j
@@ -266,6 +270,11 @@ def _kv_protocol(ns, stages, split, overlap, seed, persistent=False, pingpong=Fa
                     ring.full[c.stage].complete_tx(1)
                 for part in parts:
                     pos[part].advance()
+        if dynamic:  # no tile left, once the last tile's S GEMMs no longer read the slot
+            while ns and not q["free"].try_wait_parity((len(ns) - 1) % 2):
+                yield
+            q["slot"] = "end"
+            q["full"].arrive()
 
     def consumer(wg, reads):
         pos = {"K": PhaseCounter(stages), "V": PhaseCounter(stages)}
@@ -297,9 +306,17 @@ def _kv_protocol(ns, stages, split, overlap, seed, persistent=False, pingpong=Fa
 
         if pingpong and wg == 0:  # mma_init: the first turn is warpgroup 1's
             turns[0].arrive()
-        for j, n in enumerate(ns):
+        for j in itertools.count():
+            if not dynamic and j == len(ns):
+                break
             while not q["full"].try_wait_parity(j % 2):
                 yield
+            if dynamic:
+                if q["slot"] == "end":
+                    assert j == len(ns), "the walk ended early"
+                    break
+                assert q["slot"] == j, "a consumer read another tile's number"
+            n = ns[j]
             assert q["tile"] == j, "S read another tile's Q"
             q["readers"] += 1
             if not overlap:  # each GEMM waited for
@@ -360,14 +377,17 @@ def test_kv_ring_protocol_delivers_every_block_in_order(split, overlap, stages):
 @pytest.mark.parametrize("split", [True, False])
 @pytest.mark.parametrize("overlap", [True, False])
 @pytest.mark.parametrize("pingpong", [True, False])
-def test_persistent_protocol_walks_tiles_in_order(split, overlap, pingpong):
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_persistent_protocol_walks_tiles_in_order(split, overlap, pingpong, dynamic):
     """A persistent CTA's tiles (0, 1 and 2 K/V blocks among them: causal tiles with no or
-    one visible block) through one set of rings, Q barrier parities and turns."""
+    one visible block) through one set of rings, Q barrier parities and turns; ``dynamic``:
+    each tile's number handed over with its Q, then "no tile left"."""
     ns = [3, 0, 5, 1, 2, 0, 0, 4, 1]
     want = [(j, it) for j, n in enumerate(ns) for it in range(n)]
     for seed in range(15):
         for stages in (2, 3):
-            reads = _kv_protocol(ns, stages, split, overlap, seed, True, pingpong and overlap)
+            pp = pingpong and overlap
+            reads = _kv_protocol(ns, stages, split, overlap, seed, True, pp, dynamic)
             for wg_reads in reads:
                 assert [b for part, b in wg_reads if part == "K"] == want
                 assert [b for part, b in wg_reads if part == "V"] == want
@@ -592,34 +612,37 @@ def test_persistent_schedule_keys():
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_persistent_kernel_walks_tiles_on_one_cta_per_sm(causal):
-    """``persistent``: grid min(tiles, SMs), a tile loop striding by the grid, the Q-free
-    barrier (one elected lane per consumer warp) and the first turn given once, before the
-    loop; varlen keeps one CTA per tile."""
+    """``persistent``: each CTA starts at its block index; not causal, it steps by the grid;
+    causal, the producer takes the next tile from the counter (``Sem``, after LSE) and names
+    it to the consumers in shared memory; the Q-free barrier (one elected lane per consumer
+    warp) and the first turn given once, before the walk; varlen keeps one CTA per tile."""
     from tirx_kernels.core import toolchain
-    from tirx_kernels.flashattention._attention_tirx import make_flash_fwd, make_flash_fwd_varlen
+    from tirx_kernels.flashattention._attention_tirx import (
+        make_flash_fwd,
+        make_flash_fwd_varlen,
+        needs_counter,
+    )
+
+    def cuda(make, sched):
+        return toolchain.cuda_source(
+            toolchain.compile(make(4, 2, 128, 128, "bfloat16", causal, sched))
+        )
 
     sched = pick_schedule(128, 128, causal, {"persistent": True, "grid": 7})
-    src = toolchain.cuda_source(
-        toolchain.compile(make_flash_fwd(4, 2, 128, 128, "bfloat16", causal, sched))
-    )
-    plain = toolchain.cuda_source(
-        toolchain.compile(
-            make_flash_fwd(4, 2, 128, 128, "bfloat16", causal, pick_schedule(128, 128, causal, {}))
-        )
-    )
-    inits = re.findall(r"mbarrier_init_init_shared_b64\(.*\(uint\)(\d+)\);", src)
-    assert (
-        len(inits) == len(re.findall(r"mbarrier_init_init_shared_b64\(.*\(uint\)\d+\);", plain)) + 1
-    )
-    assert inits.count("8") == 2 * sched.stages + 1  # K and V empties, and Q free
-    assert (
-        len(re.findall(r"for \(int tile\w* = \(\(int\)blockIdx.x\); .*; tile\w* \+= 7\)", src)) == 2
-    )
-    assert src.count("bar_arrive_arrive") == plain.count("bar_arrive_arrive")
-    assert src.index("bar_arrive_arrive((uint)4") < src.rindex("for (int tile")
-    assert ("__clz" in src) == causal  # the causal order's section size
-    varlen = make_flash_fwd_varlen(4, 2, 128, 128, "bfloat16", causal, sched)
-    assert "for (int tile" not in toolchain.cuda_source(toolchain.compile(varlen))
+    src, plain = cuda(make_flash_fwd, sched), cuda(make_flash_fwd, pick_schedule(128, 128, causal))
+    init = r"mbarrier_init_init_shared_b64\(.*\(uint\)(\d+)\);"
+    assert len(re.findall(init, src)) == len(re.findall(init, plain)) + 1
+    assert re.findall(init, src).count("8") == 2 * sched.stages + 1  # K, V empties; Q free
+    assert src.count("walk_ptr[0] = ((int)blockIdx.x);") == 2  # producer and consumers
+    assert needs_counter(sched, causal) == causal == ("int* __restrict__ Sem_ptr" in src)
+    if causal:
+        assert src.count("tvm_builtin_cuda_atomic_add((&(Sem_ptr[0])), 1)") == 1
+        assert src.count("__clz(") == 1  # the L2 section size
+    else:
+        assert src.count("walk_ptr[0] = (walk_ptr[0] + 7);") == 2
+    assert src.count("bar_arrive_arrive((uint)4") == 1 == plain.count("bar_arrive_arrive((uint)4")
+    assert src.index("bar_arrive_arrive((uint)4") < src.rindex("while (1)")
+    assert "walk_ptr" not in cuda(make_flash_fwd_varlen, sched)
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -15,7 +15,7 @@ import torch
 from tirx_kernels.core import toolchain
 from tirx_kernels.flashattention import flash_attn_func, flash_attn_varlen_func
 from tirx_kernels.flashattention._attention_schedule import pick_schedule
-from tirx_kernels.flashattention._attention_tirx import make_flash_fwd
+from tirx_kernels.flashattention.attention import launch_args
 from tirx_kernels.flashattention.kernels import flash_attn_fwd as fa
 from tirx_kernels.flashattention.kernels import flash_attn_varlen_fwd as vf
 
@@ -111,20 +111,12 @@ def _check_schedule(override, d, causal, shape=(2, 200, 1000, 4, 2)):
     b, sq, sk, hq, hk = shape  # default: 6-8 K/V blocks, the rings wrap, turns repeat
     data = _data(b, sq, sk, hq, hk, d)
     schedule = pick_schedule(d, d, causal, override)
-    kernel = toolchain.compile(make_flash_fwd(hq, hk, d, d, "bfloat16", causal, schedule))
     out = torch.empty(b, sq, hq, d, dtype=torch.bfloat16, device="cuda")
     lse = torch.empty(b, hq, sq, dtype=torch.float32, device="cuda")
-    kernel(
-        data["q"].view(b * sq, hq * d),
-        data["k"].view(b * sk, hk * d),
-        data["v"].view(b * sk, hk * d),
-        out.view(b * sq, hq * d),
-        lse.view(-1),
-        b,
-        sq,
-        sk,
-        0.125,
+    kernel, tensors = launch_args(
+        False, data["q"], data["k"], data["v"], out, lse, causal, schedule
     )
+    kernel(*tensors, b, sq, sk, 0.125)
     torch.cuda.synchronize()
     fa.check(out, lse, data, 0.125, causal)
 

@@ -213,11 +213,11 @@ def tile_coords(t, n_mb, heads_q, heads_batch, section, causal: bool, ops=PY_OPS
     """(Q tile, head, sequence) of persistent tile ``t`` of ``n_mb * heads_batch``.
 
     Not causal (upstream's ``StaticPersistentTileScheduler``): Q tiles fastest, then heads,
-    then sequences, so the CTAs in flight share a few heads' K and V in L2. Causal (the
-    order of upstream's ``DynamicPersistentTileScheduler``, here walked statically): the
+    then sequences, so the CTAs in flight share a few heads' K and V in L2. Causal (upstream's
+    ``DynamicPersistentTileScheduler``, tiles handed out in this order by a counter): the
     (head, sequence) pairs in sections of ``section``, the last section what is left; within
-    a section heads fastest and Q tiles longest first, so each CTA's first tiles are the
-    longest and the K/V of one section stay in L2. ``ops``: :data:`PY_OPS` or the kernel's."""
+    a section heads fastest and Q tiles longest first, so the longest tiles go first and the
+    K/V of one section stay in L2. ``ops``: :data:`PY_OPS` or the kernel's."""
     select, div, mod, keep = ops
     if not causal:
         mb, hb = keep(0, mod(t, n_mb)), keep(1, div(t, n_mb))

@@ -36,8 +36,9 @@ next batch (or are zero-filled by TMA at the end): they are masked to -inf in S,
 is exactly 0. ``overlap`` issues S of block it with P V of block it - 1 (intra-warpgroup);
 ``pingpong`` gives the consumers' GEMMs turns with named barriers (inter-warpgroup).
 ``persistent`` (batched kernel): one CTA per SM walks the tiles in
-``_attention_schedule.tile_coords`` order, the producer reloading Q once the consumers'
-last S GEMMs of the previous tile are done (a Q-free mbarrier) while they finish it.
+``_attention_schedule.tile_coords`` order (causal: handed out by an atomic counter), the
+producer reloading Q once the consumers' last S GEMMs of the previous tile are done (a
+Q-free mbarrier) while they finish it.
 """
 
 from __future__ import annotations
@@ -86,12 +87,19 @@ def _check_sizes(dtype, heads_q, heads_kv):
 def make_flash_fwd(heads_q, heads_kv, d, dv, dtype, causal, schedule=None):
     """The PrimFunc of every batched problem of these heads, head dims, dtype and mask:
     ``f(Q, K, V, Out, LSE, batch, seqlen_q, seqlen_k, scale)`` over the 2D views (LSE the
-    contiguous ``(batch, heads_q, seqlen_q)``); sizes >= 1, ``scale`` the softmax scale.
+    contiguous ``(batch, heads_q, seqlen_q)``); sizes >= 1, ``scale`` the softmax scale. The
+    persistent causal schedule takes a zeroed int32 tile counter after LSE (:func:`needs_counter`).
 
     ``schedule``: a :class:`Schedule` (default :func:`pick_schedule` of the head dims).
     """
     _check_sizes(dtype, heads_q, heads_kv)
     return _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, False)
+
+
+def needs_counter(schedule, causal, varlen=False) -> bool:
+    """Whether the kernel of ``schedule`` takes a zeroed int32 tile counter (``Sem``) after LSE:
+    the persistent causal walk hands out tiles with it."""
+    return bool(schedule.persistent and causal and not varlen)
 
 
 @functools.cache
@@ -110,6 +118,9 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
     ``cu_seqlens`` arguments, else ``batch`` sequences of equal lengths."""
     sched = schedule or pick_schedule(d, dv, causal, {})
     persistent = sched.persistent and not varlen
+    # causal tiles differ in length: they are handed out by an atomic counter, longest
+    # first (upstream's DynamicPersistentTileScheduler); the others are walked statically
+    dynamic = needs_counter(sched, causal, varlen)
     sms = sched.grid or toolchain.num_sms()  # CTAs of the persistent grid
     BN, nstages, split, pingpong = sched.bn, sched.stages, sched.split_kv, sched.pingpong
     group = heads_q // heads_kv
@@ -335,11 +346,14 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
         )
 
     @T.inline
-    def attend(Q, K, V, Out, LSE, mb, h, q0, seqlen_q, k0, seqlen_k, lse0, scale, batch=None):
+    def attend(
+        Q, K, V, Out, LSE, mb, h, q0, seqlen_q, k0, seqlen_k, lse0, scale, batch=None, sem=None
+    ):
         """Q tile ``mb`` of head ``h`` of one sequence: its Q rows start at row ``q0`` of Q
         and Out, its keys at row ``k0`` of K and V, its LSE row at ``LSE[lse0]``. With
         ``persistent`` the tile arguments are None and the CTA walks its share of the
-        ``batch`` sequences' tiles (:func:`tile_coords`)."""
+        ``batch`` sequences' tiles (:func:`tile_coords`); ``sem``: the tile counter of the
+        dynamic (causal) walk, 0 at launch."""
         scale_log2 = scale * T.float32(LOG2E)
         total_n = (seqlen_k + (BN - 1)) // BN
         shift = seqlen_k - seqlen_q  # bottom-right causal alignment
@@ -376,6 +390,10 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
             # registers: as expressions they reach every use and stall the compiler's passes
             tc = T.alloc_local((5,), "int32")
             tw = T.alloc_local((5,), "int32")
+            # dynamic walk: the tile the producer took, handed to the consumers in shared
+            # memory with its Q (n_mb * heads_batch: no tile left); (tile, tiles so far)
+            slot = _tile_slot(dynamic)
+            walk = T.alloc_local((2,), "int32")
             if T.constexpr(causal):
                 tc[4] = section_heads(seqlen_k, d, dv, group, _floor_pow2)
         else:
@@ -384,11 +402,13 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
             T.ptx.setmaxnreg.dec.sync.aligned.u32(sched.regs)
             if tid == 0:
                 if T.constexpr(persistent):
-                    for tile in T.serial(first_tile, n_mb * heads_batch, step=sms):
-                        walk_to(tc, tw, tile, n_mb, heads_batch, total_n, shift)
-                        if tile > first_tile:  # the previous tile's S GEMMs are done with Q
-                            previous = T.truncdiv(tile - first_tile, sms) - 1  # its number
-                            T.cuda.mbarrier_wait(qfree.ptr_to([0]), T.truncmod(previous, 2))
+                    walk[0] = first_tile
+                    walk[1] = 0
+                    while walk[0] < n_mb * heads_batch:
+                        walk_to(tc, tw, walk[0], n_mb, heads_batch, total_n, shift)
+                        _q_free_wait(qfree, walk[1])
+                        if T.constexpr(dynamic):
+                            slot[0] = walk[0]
                         produce(
                             Q,
                             K,
@@ -404,6 +424,16 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
                             tc[2] * seqlen_k,
                             tc[3],
                         )
+                        if T.constexpr(dynamic):  # the grid's first tiles were taken at launch
+                            grid = T.min(n_mb * heads_batch, sms)
+                            walk[0] = T.cuda.atomic_add(sem.ptr_to([0]), 1) + grid
+                        else:
+                            walk[0] = walk[0] + sms
+                        walk[1] = walk[1] + 1
+                    if T.constexpr(dynamic):
+                        _q_free_wait(qfree, walk[1])
+                        slot[0] = n_mb * heads_batch  # no tile left: the consumers stop
+                        T.ptx.mbarrier.arrive.shared.b64(qbar.ptr_to([0]), T.uint32(1))
                 else:
                     produce(Q, K, V, arena, qbar, kring, vring, mb, h, hk, q0, k0, n_blocks)
         else:
@@ -451,8 +481,15 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
                 if T.constexpr(pingpong):  # the first turn is warpgroup 1's (mma_init)
                     if wg == 1:
                         T.ptx.bar.arrive(T.uint32(_SCHED_BAR + 1), T.uint32(256))
-                for tile in T.serial(first_tile, n_mb * heads_batch, step=sms):
-                    walk_to(tc, tw, tile, n_mb, heads_batch, total_n, shift)
+                walk[0] = first_tile
+                walk[1] = 0
+                while walk[1] >= 0:
+                    if T.constexpr(dynamic):  # the producer's next tile comes with its Q
+                        T.cuda.mbarrier_wait(qbar.ptr_to([0]), T.truncmod(walk[1], 2))
+                        walk[0] = slot[0]
+                    if walk[0] >= n_mb * heads_batch:
+                        break
+                    walk_to(tc, tw, walk[0], n_mb, heads_batch, total_n, shift)
                     consume(
                         st,
                         tc[0],
@@ -460,8 +497,11 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
                         tc[2] * seqlen_q,
                         (tc[2] * heads_q + tc[1]) * seqlen_q,
                         tc[3],
-                        T.truncmod(T.truncdiv(tile - first_tile, sms), 2),
+                        T.truncmod(walk[1], 2),
                     )
+                    walk[1] = walk[1] + 1
+                    if T.constexpr(not dynamic):
+                        walk[0] = walk[0] + sms
             else:
                 consume(st, mb, h, q0, lse0, n_blocks, 0)
 
@@ -492,6 +532,42 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
                 attend(Q, K, V, Out, LSE, mb, h, q0, seqlen_q, k0, seqlen_k, lse0, scale)
 
         return flash_fwd_varlen
+
+    if dynamic:
+
+        @T.function
+        def flash_fwd_dynamic(
+            Q: T.Tensor((rows_q, heads_q * d), dtype, align=16),
+            K: T.Tensor((rows_k, heads_kv * d), dtype, align=16),
+            V: T.Tensor((rows_k, heads_kv * dv), dtype, align=16),
+            Out: T.Tensor((rows_q, heads_q * dv), dtype, align=16),
+            LSE: T.Tensor((lse_n,), "float32", align=16),
+            Sem: T.Tensor((1,), "int32", align=4),
+            batch: T.int32,
+            seqlen_q: T.int32,
+            seqlen_k: T.int32,
+            scale: T.float32,
+        ):
+            enter_persistent(T.ceildiv(seqlen_q, BM) * heads_q * batch)
+            attend(
+                Q,
+                K,
+                V,
+                Out,
+                LSE,
+                None,
+                None,
+                None,
+                seqlen_q,
+                None,
+                seqlen_k,
+                None,
+                scale,
+                batch,
+                Sem,
+            )
+
+        return flash_fwd_dynamic
 
     @T.function
     def flash_fwd(
@@ -698,6 +774,19 @@ def _keep(regs, slot, value):
 @T.inline
 def _store(regs, slot, value):
     regs[slot] = value
+
+
+def _tile_slot(dynamic):
+    """Shared int32 through which the dynamic walk's producer names each tile; None otherwise."""
+    return T.bind_(T.alloc_shared((1,), "int32", align=4)) if dynamic else None
+
+
+@T.inline
+def _q_free_wait(qfree, done):
+    """Persistent producer, before loading the Q of its tile number ``done``: wait until the
+    consumers' S GEMMs of the tile before are done with the Q slot."""
+    if done > 0:
+        T.cuda.mbarrier_wait(qfree.ptr_to([0]), T.truncmod(done - 1, 2))
 
 
 def _q_barrier(persistent):

@@ -23,7 +23,7 @@ from tirx_kernels.core import toolchain
 from tirx_kernels.core.ops import public_op
 
 from ._attention_schedule import HEAD_DIMS, pick_schedule
-from ._attention_tirx import DTYPES, make_flash_fwd, make_flash_fwd_varlen
+from ._attention_tirx import DTYPES, make_flash_fwd, make_flash_fwd_varlen, needs_counter
 
 _TORCH_DTYPES = {getattr(torch, name): name for name in DTYPES}
 
@@ -52,6 +52,8 @@ def launch_args(varlen, q, k, v, out, lse, causal, schedule=None):
     dtype = _TORCH_DTYPES[q.dtype]
     kernel = compiled(varlen, heads_q, heads_kv, d, dv, dtype, bool(causal), schedule)
     rows = [t.view(-1, t.shape[-2] * t.shape[-1]) for t in (q, k, v, out)]
+    if needs_counter(schedule, bool(causal), varlen):  # the dynamic walk's tile counter
+        return kernel, (*rows, lse.view(-1), torch.zeros(1, dtype=torch.int32, device=q.device))
     return kernel, (*rows, lse.view(-1))
 
 
