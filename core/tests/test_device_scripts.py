@@ -54,6 +54,14 @@ def _checkout(tmp_path: Path) -> tuple[Path, dict]:
     return repo, env
 
 
+def _run(repo: Path, env: dict, script: str, *args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        ["bash", script, *args], cwd=repo, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_validate_runs_upstream_tests_beside_the_tests_and_benches_after(tmp_path):
     repo, env = _checkout(tmp_path)
     env.update(
@@ -63,15 +71,7 @@ def test_validate_runs_upstream_tests_beside_the_tests_and_benches_after(tmp_pat
         BENCH_ARGS="--rounds 3",
         SUITE_ARGS="skip",
     )
-    done = subprocess.run(
-        ["bash", "scripts/h200-validate.sh", "abc123"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _run(repo, env, "scripts/h200-validate.sh", "abc123")
     log = (tmp_path / "log").read_text().splitlines()
     out = tmp_path / "out"
     assert any("cli test --family flashinfer -j 12" in line for line in log)
@@ -100,15 +100,7 @@ def test_ab_measures_the_old_tree_then_this_one_and_compares(tmp_path):
     env.update(
         OLD_TAR=str(tmp_path / "old.tar.xz"), AB_TMP=str(tmp_path / "ab"), SUITE_ARGS="--rounds 3"
     )
-    done = subprocess.run(
-        ["bash", "scripts/h200-ab.sh", "old1", "new2", "w.yaml"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _run(repo, env, "scripts/h200-ab.sh", "old1", "new2", "w.yaml")
     log = (tmp_path / "log").read_text().splitlines()
     installs = [line for line in log if "-m pip install" in line]
     assert (
