@@ -390,10 +390,10 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
             # registers: as expressions they reach every use and stall the compiler's passes
             tc = T.alloc_local((5,), "int32")
             tw = T.alloc_local((5,), "int32")
-            # dynamic walk: the tile the producer took, handed to the consumers in shared
-            # memory with its Q (n_mb * heads_batch: no tile left); (tile, tiles so far)
+            # dynamic walk: the tile the producer took, named to the consumers in shared
+            # memory with its Q (n_mb * heads_batch: no tile left)
             slot = _tile_slot(dynamic)
-            walk = T.alloc_local((2,), "int32")
+            walk = T.alloc_local((2,), "int32")  # (this tile, tiles walked so far)
             if T.constexpr(causal):
                 tc[4] = section_heads(seqlen_k, d, dv, group, _floor_pow2)
         else:
