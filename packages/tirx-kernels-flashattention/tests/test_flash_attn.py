@@ -605,7 +605,12 @@ def test_causal_sections_keep_their_kv_in_l2(seqlen_k, d, dv, group):
 
 def test_persistent_schedule_keys():
     assert pick_schedule(128, 128, True, parse_override("persistent=1,grid=3")).grid == 3
-    assert pick_schedule(128, 128, True, parse_override("persistent=1")).persistent
+    persistent = pick_schedule(128, 128, True, parse_override("persistent=1"))
+    # the walking producer gets 32 registers (24 spilled at d 256); two consumers keep 240
+    assert (
+        persistent.persistent and persistent.regs == 32 and pick_schedule(128, 128, True).regs == 24
+    )
+    assert (512 - 32) // 2 // 8 * 8 == (512 - 24) // 2 // 8 * 8 == 240
     with pytest.raises(ValueError, match="grid 3 sizes the persistent grid"):
         pick_schedule(128, 128, True, {"grid": 3})
 

@@ -149,11 +149,13 @@ def pick_schedule(d: int, dv: int, causal: bool, override: dict | None = None) -
     overlap = override.get("overlap", True)
     # upstream's UseSchedulerBarrier (16-bit inputs): intra-warpgroup overlap and d <= 128
     pingpong = override.get("pingpong", d <= 128) and overlap
-    regs = override.get("regs", 24 if bm == BM else 32)
+    persistent = override.get("persistent", False)
+    # the persistent producer walks tiles: 24 registers spill (d 256, d 192 causal); 32
+    # leave two consumers their 240
+    regs = override.get("regs", 24 if bm == BM and not persistent else 32)
     if regs not in REGS:
         raise ValueError(f"producer registers {regs} must be one of {REGS}")
     split_kv = override.get("split_kv", True)
-    persistent = override.get("persistent", False)
     grid = override.get("grid", 0)
     if grid and not persistent:
         raise ValueError(f"grid {grid} sizes the persistent grid: set persistent=1 with it")
