@@ -404,6 +404,19 @@ def test_schedule_override_from_the_environment(monkeypatch):
     monkeypatch.setenv(ENV, "bn=128, split_kv=0,pingpong=0")
     s = pick_schedule(128, 128, False)
     assert (s.bn, s.split_kv, s.pingpong, s.overlap) == (128, False, False, True)
+
+
+def test_the_environment_is_read_at_each_call(monkeypatch):
+    """The op's schedule is cached per (head dims, mask, variable's text): a changed
+    variable takes effect at the next call, and a bad one fails every call."""
+    monkeypatch.delenv(ENV, raising=False)
+    assert not pick_schedule(128, 128, True).persistent
+    monkeypatch.setenv(ENV, "persistent=1")
+    assert pick_schedule(128, 128, True).persistent
+    monkeypatch.setenv(ENV, "bm=7")
+    for _ in range(2):
+        with pytest.raises(ValueError, match="kBlockM 7"):
+            pick_schedule(128, 128, True)
     monkeypatch.setenv(ENV, "overlap=0")
     s = pick_schedule(64, 64, False)
     assert (s.bn, s.overlap, s.pingpong) == (192, False, False)  # ping-pong needs overlap

@@ -125,9 +125,18 @@ def parse_override(text: str) -> dict:
 
 def pick_schedule(d: int, dv: int, causal: bool, override: dict | None = None) -> Schedule:
     """The default schedule for head dims (``d``, ``dv``), with ``override`` applied (None:
-    the one of ``TIRX_FLASH_ATTN_SCHEDULE``)."""
-    if override is None:
-        override = dict(_parsed(os.environ.get(ENV, "")))
+    the one of ``TIRX_FLASH_ATTN_SCHEDULE``, read at each call)."""
+    if override is None:  # once per (head dims, mask, variable): every call of the op asks
+        return _environment_schedule(d, dv, causal, os.environ.get(ENV, ""))
+    return _schedule(d, dv, causal, override)
+
+
+@functools.lru_cache(maxsize=256)
+def _environment_schedule(d: int, dv: int, causal: bool, text: str) -> Schedule:
+    return _schedule(d, dv, causal, dict(_parsed(text)))
+
+
+def _schedule(d: int, dv: int, causal: bool, override: dict) -> Schedule:
     bn = override.get("bn", default_bn(d, dv, causal))
     if bn % 16 or not 16 <= bn <= 256:
         raise ValueError(f"kBlockN {bn} must be a multiple of 16 in 16..256")
