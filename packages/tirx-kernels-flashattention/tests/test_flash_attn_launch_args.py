@@ -71,3 +71,29 @@ def test_the_bench_variants_launch_matches_the_kernel(launched, causal, tile):
     run = fa._launch_with(data, 0.125, causal, tile)
     run()
     assert len(launched) == 2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_persistent_launch_starts_its_tile_counter_at_zero(monkeypatch, causal):
+    """The causal walk takes tiles from a counter the kernel advances: the op allocates a
+    zeroed one per call, and the bench's direct launch zeroes it before each launch (a
+    reused counter would hand every CTA its first tile only)."""
+    from tirx_kernels.flashattention.kernels import flash_attn_fwd as fa
+
+    seen: list = []
+
+    def kernel(*args):  # Q, K, V, Out, LSE[, counter], sizes, scale: the kernel advances it
+        counters = [a for a in args[5:6] if isinstance(a, torch.Tensor)]
+        seen.append([int(c.item()) for c in counters])
+        for c in counters:
+            c.fill_(99)
+
+    monkeypatch.setattr(attention, "compiled", lambda *key: kernel)
+    monkeypatch.setenv("TIRX_FLASH_ATTN_SCHEDULE", "persistent=1")
+    data = {name: torch.zeros(2, 200, 4, 64, dtype=torch.bfloat16) for name in "qkv"}
+    flash_attn_func(data["q"], data["k"], data["v"], causal=causal)
+    flash_attn_func(data["q"], data["k"], data["v"], causal=causal)
+    run = fa._launch_with(data, 0.125, causal, {"persistent": True})
+    run()
+    run()
+    assert seen == ([[0]] if causal else [[]]) * 5
