@@ -7,6 +7,7 @@ in the prepared layout; the conftest must route flashinfer.norm.rmsnorm to ours,
 from __future__ import annotations
 
 import importlib.util
+import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -53,7 +54,9 @@ def prepared(tmp_path, monkeypatch, script):
     (tmp_path / "pytest.ini").write_text(
         "[pytest]\npythonpath = .\naddopts = -p no:cacheprovider\n"
     )
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    # prepend: on the device, tvm_tirx and torch come from an existing PYTHONPATH entry
+    paths = [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
     return tmp_path
 
 
