@@ -108,6 +108,21 @@ def test_kernel_is_repeatable(fake_site):
     assert p.returncode == 2 and "--config needs exactly one --kernel" in p.stderr
 
 
+def test_family_is_repeatable(fake_site):
+    one = repr([{"label": "pass", "mode": "pass"}])
+    for fam in ("alpha", "beta", "gamma"):
+        fake_site.family(fam, {"k": kernel_source(f"{fam}_k", fam, configs=one)})
+    p = tirx_run("test", "--family", "alpha", "--family", "gamma", "--family", "alpha", "--json")
+    assert p.returncode == 0, p.stderr
+    assert sorted(r["kernel"] for r in json.loads(p.stdout)["results"]) == ["alpha_k", "gamma_k"]
+    p = tirx_run("list", "--family", "beta", "--family", "gamma", "--format", "json")
+    assert sorted(k["name"] for k in json.loads(p.stdout)) == ["beta_k", "gamma_k"]
+    p = tirx_run("test", "--family", "alpha", "--family", "beta", "--kernel", "beta_k", "--json")
+    assert [r["kernel"] for r in json.loads(p.stdout)["results"]] == ["beta_k"]
+    p = tirx_run("test", "--family", "alpha", "--kernel", "gamma_k")
+    assert p.returncode == 2 and "kernel 'gamma_k' belongs to family 'gamma'" in p.stderr
+
+
 def test_list_json_and_text(modes_family):
     p = tirx_run("list", "--format", "json")
     assert p.returncode == 0

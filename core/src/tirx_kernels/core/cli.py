@@ -41,6 +41,11 @@ class UsageError(Exception):
     pass
 
 
+FAMILY_OPTION: dict[str, Any] = dict(
+    action="append", dest="families", metavar="NAME", help="a family (repeatable); default: all"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = Parser(prog="tirx-run", description=__doc__.splitlines()[0])
     strict_help = "a family that fails to load is an error (env TIRX_KERNELS_STRICT=1)"
@@ -55,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     ls = sub.add_parser(
         "list", parents=[common], help="kernels with family, archs and config labels"
     )
-    ls.add_argument("--family")
+    ls.add_argument("--family", **FAMILY_OPTION)
     ls.add_argument("--format", choices=("text", "json", "markdown"), default="text")
 
     pl = sub.add_parser("plugins", parents=[common], help="installed families and broken plugins")
@@ -84,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
         )
         c.add_argument("--log-dir", type=Path, help="keep each config's full child log here")
         if name == "test":
-            c.add_argument("--family")
+            c.add_argument("--family", **FAMILY_OPTION)
             c.add_argument(
                 "-j",
                 "--jobs",
@@ -142,7 +147,7 @@ def _warn_broken(registry: Registry) -> None:
 
 def cmd_list(registry: Registry, args) -> int:
     _warn_broken(registry)
-    kernels = registry.select(family=args.family)
+    kernels = registry.select(families=args.families or ())
     if args.format == "json":
         print(json.dumps([k.to_json() for k in kernels], indent=2))
         return 0
@@ -199,8 +204,7 @@ def _requests(registry: Registry, args, action: str) -> list[Request]:
     names = list(dict.fromkeys(args.kernels or []))  # repeats run once
     if args.configs and len(names) != 1:
         raise UsageError("--config needs exactly one --kernel (labels belong to one kernel)")
-    family = getattr(args, "family", None)
-    kernels = [k for name in names or [None] for k in registry.select(kernel=name, family=family)]
+    kernels = registry.select(names, getattr(args, "families", None) or ())
     bench = action == "bench"
     options = {}
     if bench:

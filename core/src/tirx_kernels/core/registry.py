@@ -9,6 +9,7 @@ import importlib
 import importlib.util
 import os
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -177,15 +178,17 @@ class Registry:
                 f"installed kernels: {', '.join(names) or 'none installed'}"
             ) from None
 
-    def select(self, kernel: str | None = None, family: str | None = None) -> list[Kernel]:
-        if family is not None:
-            self.family(family)
-        if kernel is not None:
-            chosen = [self.get(kernel)]
-            if family is not None and chosen[0].family != family:
-                raise UnknownKernel(f"kernel {kernel!r} belongs to family {chosen[0].family!r}")
+    def select(self, kernels: Sequence[str] = (), families: Sequence[str] = ()) -> list[Kernel]:
+        """The named kernels (default: all) of the named families (default: all)."""
+        for family in families:
+            self.family(family)  # an unknown family is an error naming those installed
+        chosen = [self.get(n) for n in kernels] if kernels else list(self.kernels.values())
+        if not families:
             return chosen
-        return [k for k in self.kernels.values() if family is None or k.family == family]
+        for k in chosen:
+            if kernels and k.family not in families:
+                raise UnknownKernel(f"kernel {k.name!r} belongs to family {k.family!r}")
+        return [k for k in chosen if k.family in families]
 
     def suite_files(self) -> list[tuple[str, Path]]:
         """(family, path) of every bench-suite YAML the families contribute."""
