@@ -20,7 +20,7 @@ if [ "${UPSTREAM_ARGS:-skip}" != skip ]; then  # compile-bound like the tests: r
   ( timeout "${UPSTREAM_T:-430}" python3 packages/tirx-kernels-flashinfer/scripts/upstream_tests.py \
       run ${UPSTREAM_ARGS} --junit "$out/fi-upstream.xml" > "$out/fi-upstream.log" 2>&1
     echo "upstream tests: exit $?" >> "$out/fi-upstream.log"
-    cp .device/fi-tests/shard-*.log "$out/" 2>/dev/null ) &
+    cp .device/fi-tests/shard-*.log .device/fi-tests/failures*.txt "$out/" 2>/dev/null ) &
   upstream=$!
 fi
 if [ "${TEST_ARGS:-}" != skip ]; then

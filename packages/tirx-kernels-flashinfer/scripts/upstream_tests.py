@@ -18,7 +18,9 @@ the tests that call those functions (``-k`` of :data:`SUITES`); FlashInfer must 
 ``apply_rope_pos_ids``). The session fails when none of our functions was called. The tests
 are bound by kernel compiles, one per shape: ``--shards N`` runs N pytest processes at once,
 process i taking every N-th collected test from the i-th (logs ``DIR/shard-i.log``, JUnit
-``FILE`` with ``.shard-i`` before its suffix).
+``FILE`` with ``.shard-i`` before its suffix). Each failure is written as it happens, test id
+and first line of its error, to ``DIR/failures-i.txt`` (``failures.txt`` unsharded), so a
+run cut short by a timeout still says why its tests failed.
 """
 
 from __future__ import annotations
@@ -104,6 +106,15 @@ def pytest_collection_modifyitems(config, items):
         items[:] = items[i::n]
 
 
+def pytest_runtest_logreport(report):
+    # written at once, so a run killed by a timeout still says why each test failed
+    if report.failed:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        why = crash.message if crash else str(report.longrepr)
+        with open(os.environ.get("TIRX_FI_FAILURES", "failures.txt"), "a") as f:
+            f.write(f"{{report.nodeid}} ({{report.when}}): {{why.strip().splitlines()[0]}}\\n")
+
+
 def pytest_report_header(config):
     names = ", ".join(f"flashinfer.{{m}}.{{n}}" for m, ns in PATCHED.items() for n in ns)
     return f"tirx-kernels: {{names}} (and top-level names) are tirx_kernels.flashinfer's"
@@ -151,6 +162,8 @@ def run(only: list[str], junit: str | None, out: Path, extra: list[str], shards:
         )
     cmd = [sys.executable, "-m", "pytest", "-c", str(out / "pytest.ini"), "--rootdir", str(out)]
     cmd += [*files, "-k", " or ".join(selections), "-q", "-rfE"]
+    for stale in out.glob("failures*.txt"):
+        stale.unlink()
     if shards == 1:
         cmd += ["--junitxml", str(Path(junit).resolve())] if junit else []
         print("+", " ".join(cmd + extra), flush=True)
@@ -164,7 +177,9 @@ def run(only: list[str], junit: str | None, out: Path, extra: list[str], shards:
             shard_cmd = cmd + (
                 [f"--junitxml={report.with_suffix(f'.shard-{i}{report.suffix}')}"] if report else []
             )
-            env = dict(os.environ, TIRX_FI_SHARD=f"{i}/{shards}")
+            env = dict(
+                os.environ, TIRX_FI_SHARD=f"{i}/{shards}", TIRX_FI_FAILURES=f"failures-{i}.txt"
+            )
             print(f"+ TIRX_FI_SHARD={i}/{shards}", " ".join(shard_cmd + extra), flush=True)
             with open(out / f"shard-{i}.log", "w") as log:
                 procs.append(

@@ -86,3 +86,8 @@ def test_a_failing_test_fails_the_sharded_run(prepared, script):
     path = prepared / "tests" / "utils" / "test_norm.py"
     path.write_text(path.read_text() + "\n\ndef test_norm_broken():\n    assert False\n")
     assert script.run(["norm"], None, prepared, [], shards=2) == 1
+    # the failure is on record before the run ends (a timeout may end it first)
+    failures = "".join(p.read_text() for p in prepared.glob("failures-*.txt"))
+    assert failures == "tests/utils/test_norm.py::test_norm_broken (call): assert False\n"
+    assert script.run(["norm"], None, prepared, ["-k", "not broken"]) == 0
+    assert not list(prepared.glob("failures*.txt"))  # a new run starts a new record
