@@ -33,8 +33,11 @@ if [ "${PYTEST_ARGS:-skip}" != skip ]; then
   i=0
   for path in ${PYTEST_ARGS}; do
     i=$((i + 1))
-    ( timeout "${PYTEST_T:-400}" python3 -m pytest -q -p no:cacheprovider -o addopts="" "$path" \
-        > "$out/pytest-$i.log" 2>&1; echo "pytest $path: exit $?" >> "$out/pytest-$i.log" ) &
+    # failures_now: each failure's reason on record at once (a timeout may come first)
+    ( TIRX_FAILURES_LOG="$out/pytest-$i.failures" PYTHONPATH="$PWD/scripts:${PYTHONPATH:-}" \
+      timeout "${PYTEST_T:-400}" python3 -m pytest -q -p no:cacheprovider -p failures_now \
+        -o addopts="" "$path" > "$out/pytest-$i.log" 2>&1
+      echo "pytest $path: exit $?" >> "$out/pytest-$i.log" ) &
   done
   wait
   for j in $(seq 1 "$i"); do tail -2 "$out/pytest-$j.log"; done

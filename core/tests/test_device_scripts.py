@@ -26,6 +26,7 @@ case "$*" in
     echo "{\"commit\": \"$TIRX_SUITE_GIT_COMMIT\"}" > "$dir/runs/run.json"; echo '{}' ;;
   "-m tirx_kernels.core.suite compare"*) echo "0 regressions" ;;
   "-c "*) shift; exec "$REAL_PYTHON" -c "$@" ;;
+  "-m pytest"*) exec "$REAL_PYTHON" "$@" ;;
 esac
 exit 0
 """
@@ -34,7 +35,7 @@ exit 0
 def _checkout(tmp_path: Path) -> tuple[Path, dict]:
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
-    for name in ("h200-validate.sh", "h200-ab.sh"):
+    for name in ("h200-validate.sh", "h200-ab.sh", "failures_now.py"):
         shutil.copy(ROOT / "scripts" / name, repo / "scripts" / name)
     stubs = tmp_path / "stubs"
     stubs.mkdir()
@@ -84,6 +85,20 @@ def test_validate_runs_upstream_tests_beside_the_tests_and_benches_after(tmp_pat
     assert "c1 PASS {'tirx': 2.0} 1.5" in done.stdout
     assert "upstream tests: exit 0" in (out / "fi-upstream.log").read_text()
     assert not any("core.suite" in line for line in log)  # SUITE_ARGS=skip
+
+
+def test_validate_records_each_pytest_failure_as_it_happens(tmp_path):
+    repo, env = _checkout(tmp_path)
+    (repo / "test_two.py").write_text(
+        "import time\n\ndef test_broken():\n    assert 1 == 2\n\n"
+        "def test_slow():\n    time.sleep(30)\n"
+    )
+    env.update(TEST_ARGS="skip", SUITE_ARGS="skip", PYTEST_ARGS="test_two.py", PYTEST_T="8")
+    _run(repo, env, "scripts/h200-validate.sh", "abc123")
+    out = tmp_path / "out"
+    assert "exit 124" in (out / "pytest-1.log").read_text()  # killed before pytest's summary
+    failures = (out / "pytest-1.failures").read_text()
+    assert failures == "test_two.py::test_broken (call): assert 1 == 2\n"
 
 
 def test_ab_measures_the_old_tree_then_this_one_and_compares(tmp_path):
