@@ -14,42 +14,23 @@ Measurements: ``docs/overhead.md`` (package root).
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
-MAX_PLANS = 4096  # a cache this full is cleared (shapes that never repeat)
+from tirx_kernels.core.host import MAX_PLANS, lookup, main_of, plain_cuda, signature
+
+__all__ = ["MAX_PLANS", "lookup", "main_of", "signature"]  # the core helpers, re-exported
+
 # TIRX_KERNELS_FLASHINFER_DIRECT=0: every call through the torch.ops op (the fallback switch)
 DIRECT = os.environ.get("TIRX_KERNELS_FLASHINFER_DIRECT", "1") != "0"
-_is_compiling = torch.compiler.is_compiling
-_Tensor = torch.Tensor
 
 
 def direct(t: torch.Tensor) -> bool:
-    """Whether an eager wrapper may launch its plan without the torch dispatcher: a plain
-    CUDA tensor (no FakeTensor, functional or other subclass; meta and CPU tensors take the
-    op, whose fake or checks answer them) outside ``torch.compile``'s tracing. CUDA-graph
-    capture records the direct launch as it does the op's."""
-    return DIRECT and type(t) is _Tensor and t.is_cuda and not _is_compiling()
-
-
-def signature(t: torch.Tensor) -> tuple:
-    """What a plan depends on: shape, strides, dtype, CUDA device and 16-byte phase."""
-    return (t.shape, t.stride(), t.dtype, t.get_device(), t.data_ptr() & 15)
-
-
-def lookup(plans: dict, key: Any, resolve: Callable[..., Callable], *args: Any) -> Callable:
-    """``plans[key]``, resolved by ``resolve(*args)`` (the checks, which raise) on a miss."""
-    plan = plans.get(key)
-    if plan is None:
-        plan = resolve(*args)
-        if len(plans) >= MAX_PLANS:
-            plans.clear()
-        plans[key] = plan
-    return plan
+    """Whether an eager wrapper may launch its plan without the torch dispatcher
+    (:func:`tirx_kernels.core.host.plain_cuda`, unless the fallback switch is set)."""
+    return DIRECT and plain_cuda(t)
 
 
 def cuda_index(where: str, named: dict[str, torch.Tensor]) -> int:
@@ -82,13 +63,6 @@ def check_last_dim(where: str, named: dict[str, torch.Tensor]) -> None:
 def aligned(t: torch.Tensor, nbytes: int) -> bool:
     """Whether ``t`` is contiguous and its data is ``nbytes``-aligned (a kernel's layout)."""
     return t.is_contiguous() and t.data_ptr() % nbytes == 0
-
-
-@functools.cache
-def main_of(executable: Any) -> Callable:
-    """The ``main`` function of a compiled TIRx executable, looked up once (calling the
-    executable looks it up on every call)."""
-    return executable.jit()["main"]
 
 
 def nothing(*args: Any) -> None:
