@@ -15,6 +15,14 @@ from tirx_kernels.flashattention._attention_schedule import HEAD_DIMS
 from tirx_kernels.flashattention._attention_tirx import make_flash_fwd, make_flash_fwd_varlen
 
 
+def _stand_in(monkeypatch, compiled):
+    """``compiled`` in place of the kernel factory, its launchers as the kernels' ``main``,
+    and no plan of another test's stand-in (the op caches one per call signature)."""
+    monkeypatch.setattr(attention, "compiled", compiled)
+    monkeypatch.setattr(attention, "_main_of", lambda kernel: kernel)
+    monkeypatch.setattr(attention, "_PLANS", {})
+
+
 @pytest.fixture
 def launched(monkeypatch):
     funcs: list = []
@@ -22,7 +30,7 @@ def launched(monkeypatch):
     def make(varlen, *key):
         return (make_flash_fwd_varlen if varlen else make_flash_fwd)(*key)
 
-    monkeypatch.setattr(attention, "compiled", testing.checked_launches(make, funcs))
+    _stand_in(monkeypatch, testing.checked_launches(make, funcs))
     return funcs
 
 
@@ -50,7 +58,7 @@ def test_flash_attn_varlen_func_launch_matches_the_kernel(launched, causal):
 def test_one_kernel_serves_every_size_and_scale(launched, monkeypatch):
     keys: list = []
     stand_in = attention.compiled
-    monkeypatch.setattr(attention, "compiled", lambda *key: keys.append(key) or stand_in(*key))
+    _stand_in(monkeypatch, lambda *key: keys.append(key) or stand_in(*key))
     for b, sq, sk, scale in ((1, 1, 1, 0.1), (3, 200, 77, 0.2), (2, 1000, 4000, None)):
         q = torch.zeros(b, sq, 4, 64, dtype=torch.bfloat16)
         k = torch.zeros(b, sk, 1, 64, dtype=torch.bfloat16)
@@ -88,7 +96,7 @@ def test_every_persistent_launch_starts_its_tile_counter_at_zero(monkeypatch, ca
         for c in counters:
             c.fill_(99)
 
-    monkeypatch.setattr(attention, "compiled", lambda *key: kernel)
+    _stand_in(monkeypatch, lambda *key: kernel)
     monkeypatch.setenv("TIRX_FLASH_ATTN_SCHEDULE", "persistent=1")
     data = {name: torch.zeros(2, 200, 4, 64, dtype=torch.bfloat16) for name in "qkv"}
     flash_attn_func(data["q"], data["k"], data["v"], causal=causal)
@@ -97,3 +105,47 @@ def test_every_persistent_launch_starts_its_tile_counter_at_zero(monkeypatch, ca
     run()
     run()
     assert seen == ([[0]] if causal else [[]]) * 5
+
+
+def test_a_call_signature_is_checked_and_resolved_once(launched, monkeypatch):
+    keys: list = []
+    stand_in = attention.compiled
+    _stand_in(monkeypatch, lambda *key: keys.append(key) or stand_in(*key))
+    q = torch.zeros(2, 50, 4, 64, dtype=torch.bfloat16)
+    k = torch.zeros(2, 70, 2, 64, dtype=torch.bfloat16)
+    for _ in range(3):
+        flash_attn_func(q, k, k, causal=True)
+    assert len(launched) == 3 and len(keys) == 1
+    flash_attn_func(q[:, :49].contiguous(), k, k, causal=True)  # a new signature
+    monkeypatch.setenv("TIRX_FLASH_ATTN_SCHEDULE", "pingpong=0")  # read at each call
+    flash_attn_func(q, k, k, causal=True)
+    assert len(keys) == 3 and keys[2][-1] != keys[0][-1] and keys[1] == keys[0]
+
+
+def test_eager_calls_on_plain_cuda_tensors_skip_the_op(launched, monkeypatch):
+    def no_op(*args):
+        raise AssertionError("the dispatcher path was taken")
+
+    monkeypatch.setattr(attention, "_direct", lambda q, k, v: True)  # as for plain CUDA ones
+    monkeypatch.setattr(attention, "_FWD", no_op)
+    q = torch.zeros(1, 9, 2, 128, dtype=torch.float16)
+    out, lse = flash_attn_func(q, q, q, softmax_scale=0.3)
+    assert len(launched) == 1 and out.shape == q.shape and lse.shape == (1, 2, 9)
+    with pytest.raises(ValueError, match="k, v: dtype must equal"):  # checked on this path too
+        flash_attn_func(q, q.bfloat16(), q.bfloat16())
+
+
+@pytest.mark.parametrize(
+    "name, shape, dtype",
+    [("out", (1, 9, 2, 64), torch.float16), ("lse", (1, 2, 8), torch.float32)]
+    + [("lse", (1, 2, 9), torch.float16), ("out", (1, 9, 2, 128), torch.bfloat16)],
+)
+def test_the_op_refuses_outputs_the_kernel_would_overrun(launched, name, shape, dtype):
+    q = torch.zeros(1, 9, 2, 128, dtype=torch.float16)
+    outputs = {"out": torch.empty_like(q), "lse": torch.empty(1, 2, 9)}
+    outputs[name] = torch.empty(shape, dtype=dtype)
+    with pytest.raises(ValueError, match=f"{name}: must be a contiguous"):
+        torch.ops.tirx_kernels.flashattention_fwd(
+            outputs["out"], outputs["lse"], q, q, q, 0.1, False
+        )
+    assert not launched

@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
-from tirx_kernels.core import toolchain
+from tirx_kernels.core import host, toolchain
 from tirx_kernels.core.ops import public_op
 
+from ._attention_schedule import ENV as SCHEDULE_ENV
 from ._attention_schedule import HEAD_DIMS, pick_schedule
 from ._attention_tirx import DTYPES, make_flash_fwd, make_flash_fwd_varlen, needs_counter
 
@@ -57,6 +61,58 @@ def launch_args(varlen, q, k, v, out, lse, causal, schedule=None):
     return kernel, (*rows, lse.view(-1))
 
 
+_PLANS: dict = {}
+_LAYOUT = "batch, seqlen, heads, head_dim"
+_sig = host.signature
+_main_of = host.main_of
+
+
+def _plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> Callable:
+    """The checked launch of one call signature, ``plan(out, lse, q, k, v, scale)``; the
+    schedule override is part of the key, as it is read at each call."""
+    key = (causal, os.environ.get(SCHEDULE_ENV), _sig(q), _sig(k), _sig(v))
+    return host.lookup(_PLANS, key, _resolve, q, k, v, causal)
+
+
+def _resolve(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> Callable:
+    _check(q, k, v, _LAYOUT)
+    batch, seqlen_q, heads_q, d = q.shape
+    seqlen_k, heads_kv, dv = k.shape[1], k.shape[2], v.shape[3]
+    if batch * seqlen_q * heads_q == 0:
+        return lambda out, lse, q, k, v, scale: None
+    if seqlen_k == 0:
+        return lambda out, lse, q, k, v, scale: _empty_keys(out, lse)
+    schedule = pick_schedule(d, dv, causal)
+    fn = _main_of(
+        compiled(False, heads_q, heads_kv, d, dv, _TORCH_DTYPES[q.dtype], causal, schedule)
+    )
+    sizes = (batch, seqlen_q, seqlen_k)
+    q_cols, k_cols, v_cols, o_cols = heads_q * d, heads_kv * d, heads_kv * dv, heads_q * dv
+    counted = needs_counter(schedule, causal, False)  # the dynamic walk's zeroed tile counter
+
+    def launch(out, lse, q, k, v, scale):
+        counter = (torch.zeros(1, dtype=torch.int32, device=q.device),) if counted else ()
+        rows = (q.view(-1, q_cols), k.view(-1, k_cols), v.view(-1, v_cols), out.view(-1, o_cols))
+        fn(*rows, lse.view(-1), *counter, *sizes, scale)
+
+    return launch
+
+
+def _check_outputs(out: torch.Tensor, lse: torch.Tensor, q: torch.Tensor, v: torch.Tensor):
+    """The op's out and lse, as :func:`flash_attn_func` allocates them (the kernel writes
+    every row of both: a smaller one would be written out of bounds)."""
+    batch, seqlen_q, heads_q, _ = q.shape
+    for name, t, shape, dtype in (
+        ("out", out, (batch, seqlen_q, heads_q, v.shape[-1]), q.dtype),
+        ("lse", lse, (batch, heads_q, seqlen_q), torch.float32),
+    ):
+        if t.shape != shape or t.dtype != dtype or t.device != q.device or not t.is_contiguous():
+            raise ValueError(
+                f"{name}: must be a contiguous {dtype} tensor of shape {shape} on {q.device}, "
+                f"got {t.dtype} {tuple(t.shape)} on {t.device}"
+            )
+
+
 @public_op("flashattention_fwd", mutates_args=("out", "lse"))
 def _fwd(
     out: torch.Tensor,
@@ -67,15 +123,12 @@ def _fwd(
     softmax_scale: float,
     causal: bool,
 ) -> None:
-    batch, seqlen_q, heads_q, _ = q.shape
-    seqlen_k = k.shape[1]
-    if batch * seqlen_q * heads_q == 0:
-        return
-    if seqlen_k == 0:
-        _empty_keys(out, lse)
-        return
-    kernel, tensors = launch_args(False, q, k, v, out, lse, causal)
-    kernel(*tensors, batch, seqlen_q, seqlen_k, float(softmax_scale))
+    plan = _plan(q, k, v, bool(causal))  # checks q, k, v (once per signature)
+    _check_outputs(out, lse, q, v)
+    plan(out, lse, q, k, v, float(softmax_scale))
+
+
+_FWD = torch.ops.tirx_kernels.flashattention_fwd.default  # looked up once
 
 
 @public_op("flashattention_varlen_fwd", mutates_args=("out", "lse"))
@@ -168,13 +221,27 @@ def flash_attn_func(
     seqlen_q, heads_q, d_v)`` in q's dtype and ``lse`` ``(batch, heads_q, seqlen_q)`` fp32
     (natural log; -inf for a row that sees no key, whose out is 0).
     """
-    _check(q, k, v, "batch, seqlen, heads, head_dim")
+    causal = bool(causal)
+    # eager calls on plain CUDA tensors: checked once per signature, then launched directly
+    plan = None
+    if _direct(q, k, v):
+        plan = _plan(q, k, v, causal)
+    else:  # through the op (its fake answers FakeTensors); the same checks first
+        _check(q, k, v, _LAYOUT)
     softmax_scale = _scale(q, softmax_scale)
     batch, seqlen_q, heads_q, _ = q.shape
     out = torch.empty((batch, seqlen_q, heads_q, v.shape[3]), dtype=q.dtype, device=q.device)
     lse = torch.empty((batch, heads_q, seqlen_q), dtype=torch.float32, device=q.device)
-    torch.ops.tirx_kernels.flashattention_fwd(out, lse, q, k, v, softmax_scale, bool(causal))
+    if plan is None:
+        _FWD(out, lse, q, k, v, softmax_scale, causal)
+    else:
+        plan(out, lse, q, k, v, softmax_scale)
     return out, lse
+
+
+def _direct(q: Any, k: Any, v: Any) -> bool:
+    """Whether a call may skip the dispatcher (see :mod:`tirx_kernels.core.host`)."""
+    return host.plain_cuda(q) and type(k) is torch.Tensor and type(v) is torch.Tensor
 
 
 def flash_attn_varlen_func(
