@@ -149,3 +149,36 @@ def test_the_op_refuses_outputs_the_kernel_would_overrun(launched, name, shape, 
             outputs["out"], outputs["lse"], q, q, q, 0.1, False
         )
     assert not launched
+
+
+def test_varlen_eager_calls_skip_the_op_and_resolve_once(launched, monkeypatch):
+    def no_op(*args):
+        raise AssertionError("the dispatcher path was taken")
+
+    monkeypatch.setattr(attention, "_direct", lambda q, k, v: True)  # as for plain CUDA ones
+    monkeypatch.setattr(attention, "_VARLEN_FWD", no_op)
+    cu_q = torch.tensor([0, 3, 10], dtype=torch.int32)
+    cu_k = torch.tensor([0, 8, 20], dtype=torch.int32)
+    q, k = (
+        torch.zeros(10, 4, 64, dtype=torch.bfloat16),
+        torch.zeros(20, 2, 64, dtype=torch.bfloat16),
+    )
+    for max_seqlen_q in (7, 7, 0):  # 0: nothing to launch
+        out, lse = flash_attn_varlen_func(q, k, k, cu_q, cu_k, max_seqlen_q, 12, causal=True)
+    assert len(launched) == 2 and out.shape == q.shape and lse.shape == (4, 10)
+    assert len(attention._PLANS) == 1
+    with pytest.raises(ValueError, match="cu_seqlens_k: must be a 1D int32"):
+        flash_attn_varlen_func(q, k, k, cu_q, cu_k.long(), 7, 12)
+
+
+@pytest.mark.parametrize("name, shape", [("out", (9, 4, 64)), ("lse", (4, 9))])
+def test_the_varlen_op_refuses_outputs_the_kernel_would_overrun(launched, name, shape):
+    cu = torch.tensor([0, 4, 10], dtype=torch.int32)
+    q = torch.zeros(10, 4, 64, dtype=torch.bfloat16)
+    outputs = {"out": torch.empty_like(q), "lse": torch.empty(4, 10)}
+    outputs[name] = torch.empty(shape, dtype=outputs[name].dtype)
+    with pytest.raises(ValueError, match=f"{name}: must be a contiguous"):
+        torch.ops.tirx_kernels.flashattention_varlen_fwd(
+            outputs["out"], outputs["lse"], q, q, q, 6, cu, cu, 0.1, False
+        )
+    assert not launched

@@ -63,6 +63,7 @@ def launch_args(varlen, q, k, v, out, lse, causal, schedule=None):
 
 _PLANS: dict = {}
 _LAYOUT = "batch, seqlen, heads, head_dim"
+_VARLEN_LAYOUT = "total, heads, head_dim"
 _sig = host.signature
 _main_of = host.main_of
 
@@ -98,13 +99,62 @@ def _resolve(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) ->
     return launch
 
 
+def _varlen_plan(q, k, v, cu_seqlens_q, cu_seqlens_k, causal: bool) -> Callable:
+    """:func:`_plan` of packed sequences: ``plan(out, lse, q, k, v, cu_seqlens_q,
+    cu_seqlens_k, max_seqlen_q, scale)``."""
+    sigs = (_sig(q), _sig(k), _sig(v), _sig(cu_seqlens_q), _sig(cu_seqlens_k))
+    key = (causal, os.environ.get(SCHEDULE_ENV), *sigs)
+    return host.lookup(_PLANS, key, _resolve_varlen, q, k, v, cu_seqlens_q, cu_seqlens_k, causal)
+
+
+def _resolve_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, causal: bool) -> Callable:
+    _check(q, k, v, _VARLEN_LAYOUT)
+    _check_cu_seqlens(q, cu_seqlens_q, cu_seqlens_k)
+    total_q, heads_q, d = q.shape
+    heads_kv, dv = k.shape[1], v.shape[2]
+    if total_q * heads_q * (cu_seqlens_q.shape[0] - 1) == 0:
+        return lambda out, lse, q, k, v, cu_q, cu_k, max_seqlen_q, scale: None
+    if k.shape[0] == 0:
+
+        def no_keys(out, lse, q, k, v, cu_q, cu_k, max_seqlen_q, scale):
+            if max_seqlen_q:
+                _empty_keys(out, lse)
+
+        return no_keys
+    schedule = pick_schedule(d, dv, causal)
+    fn = _main_of(
+        compiled(True, heads_q, heads_kv, d, dv, _TORCH_DTYPES[q.dtype], causal, schedule)
+    )
+    q_cols, k_cols, v_cols, o_cols = heads_q * d, heads_kv * d, heads_kv * dv, heads_q * dv
+
+    def launch(out, lse, q, k, v, cu_q, cu_k, max_seqlen_q, scale):
+        if max_seqlen_q:  # no sequence is longer than total_q: the grid never outgrows it
+            rows = (q.view(-1, q_cols), k.view(-1, k_cols), v.view(-1, v_cols))
+            fn(
+                *rows,
+                out.view(-1, o_cols),
+                lse.view(-1),
+                cu_q,
+                cu_k,
+                min(max_seqlen_q, total_q),
+                scale,
+            )
+
+    return launch
+
+
 def _check_outputs(out: torch.Tensor, lse: torch.Tensor, q: torch.Tensor, v: torch.Tensor):
-    """The op's out and lse, as :func:`flash_attn_func` allocates them (the kernel writes
-    every row of both: a smaller one would be written out of bounds)."""
-    batch, seqlen_q, heads_q, _ = q.shape
+    """The op's out and lse, as the public functions allocate them (the kernel writes every
+    row of both: a smaller one would be written out of bounds)."""
+    if q.dim() == 4:
+        batch, seqlen_q, heads_q, _ = q.shape
+        shapes = (batch, seqlen_q, heads_q, v.shape[-1]), (batch, heads_q, seqlen_q)
+    else:
+        total_q, heads_q, _ = q.shape
+        shapes = (total_q, heads_q, v.shape[-1]), (heads_q, total_q)
     for name, t, shape, dtype in (
-        ("out", out, (batch, seqlen_q, heads_q, v.shape[-1]), q.dtype),
-        ("lse", lse, (batch, heads_q, seqlen_q), torch.float32),
+        ("out", out, shapes[0], q.dtype),
+        ("lse", lse, shapes[1], torch.float32),
     ):
         if t.shape != shape or t.dtype != dtype or t.device != q.device or not t.is_contiguous():
             raise ValueError(
@@ -144,16 +194,12 @@ def _varlen_fwd(
     softmax_scale: float,
     causal: bool,
 ) -> None:
-    total_q, heads_q, _ = q.shape
-    batch = cu_seqlens_q.shape[0] - 1
-    if total_q * heads_q * batch * max_seqlen_q == 0:
-        return
-    if k.shape[0] == 0:
-        _empty_keys(out, lse)
-        return
-    kernel, tensors = launch_args(True, q, k, v, out, lse, causal)
-    # no sequence is longer than total_q: the grid never outgrows it
-    kernel(*tensors, cu_seqlens_q, cu_seqlens_k, min(max_seqlen_q, total_q), float(softmax_scale))
+    plan = _varlen_plan(q, k, v, cu_seqlens_q, cu_seqlens_k, bool(causal))
+    _check_outputs(out, lse, q, v)
+    plan(out, lse, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, float(softmax_scale))
+
+
+_VARLEN_FWD = torch.ops.tirx_kernels.flashattention_varlen_fwd.default
 
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: str) -> None:
@@ -267,14 +313,14 @@ def flash_attn_varlen_func(
     scale and GQA as :func:`flash_attn_func`, per sequence. Returns ``out`` ``(total_q,
     heads_q, d_v)`` and ``lse`` ``(heads_q, total_q)`` fp32.
     """
-    _check(q, k, v, "total, heads, head_dim")
-    for name, t in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
-        if not isinstance(t, torch.Tensor) or t.dim() != 1 or t.dtype != torch.int32:
-            raise ValueError(f"{name}: must be a 1D int32 tensor (batch + 1,)")
-        if t.device != q.device or not t.is_contiguous() or t.shape[0] < 1:
-            raise ValueError(f"{name}: must be contiguous, non-empty and on q's device")
-    if cu_seqlens_k.shape != cu_seqlens_q.shape:
-        raise ValueError(f"cu_seqlens_k: shape must equal cu_seqlens_q's {cu_seqlens_q.shape}")
+    causal = bool(causal)
+    cu_q, cu_k = cu_seqlens_q, cu_seqlens_k
+    plan = None
+    if _direct(q, k, v) and type(cu_q) is torch.Tensor and type(cu_k) is torch.Tensor:
+        plan = _varlen_plan(q, k, v, cu_q, cu_k, causal)
+    else:  # through the op; the same checks first
+        _check(q, k, v, _VARLEN_LAYOUT)
+        _check_cu_seqlens(q, cu_q, cu_k)
     for name, n in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValueError(f"{name}: must be an int >= 0, got {n!r}")
@@ -282,7 +328,18 @@ def flash_attn_varlen_func(
     total_q, heads_q, _ = q.shape
     out = torch.empty((total_q, heads_q, v.shape[2]), dtype=q.dtype, device=q.device)
     lse = torch.empty((heads_q, total_q), dtype=torch.float32, device=q.device)
-    torch.ops.tirx_kernels.flashattention_varlen_fwd(
-        out, lse, q, k, v, max_seqlen_q, cu_seqlens_q, cu_seqlens_k, softmax_scale, bool(causal)
-    )
+    if plan is None:
+        _VARLEN_FWD(out, lse, q, k, v, max_seqlen_q, cu_q, cu_k, softmax_scale, causal)
+    else:
+        plan(out, lse, q, k, v, cu_q, cu_k, max_seqlen_q, softmax_scale)
     return out, lse
+
+
+def _check_cu_seqlens(q: torch.Tensor, cu_seqlens_q: Any, cu_seqlens_k: Any) -> None:
+    for name, t in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 1 or t.dtype != torch.int32:
+            raise ValueError(f"{name}: must be a 1D int32 tensor (batch + 1,)")
+        if t.device != q.device or not t.is_contiguous() or t.shape[0] < 1:
+            raise ValueError(f"{name}: must be contiguous, non-empty and on q's device")
+    if cu_seqlens_k.shape != cu_seqlens_q.shape:
+        raise ValueError(f"cu_seqlens_k: shape must equal cu_seqlens_q's {cu_seqlens_q.shape}")
