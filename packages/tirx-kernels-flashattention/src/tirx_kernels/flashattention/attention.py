@@ -46,19 +46,39 @@ def _empty_keys(out: torch.Tensor, lse: torch.Tensor) -> None:
     lse.fill_(-math.inf)
 
 
-def launch_args(varlen, q, k, v, out, lse, causal, schedule=None):
-    """(the compiled kernel, its tensor arguments) for q, k, v, out and lse of either
-    layout: the 2D (rows, heads * head_dim) views and lse flat. ``schedule``: the
-    environment's default (:func:`pick_schedule`) when None."""
+def _kernel(varlen, q, v, causal: bool, schedule=None):
+    """(the compiled kernel, its schedule) for q's and v's heads and head dims; ``schedule``:
+    the environment's default (:func:`pick_schedule`) when None."""
     heads_q, d = q.shape[-2:]
     heads_kv, dv = v.shape[-2:]
-    schedule = schedule or pick_schedule(d, dv, bool(causal))
+    schedule = schedule or pick_schedule(d, dv, causal)
     dtype = _TORCH_DTYPES[q.dtype]
-    kernel = compiled(varlen, heads_q, heads_kv, d, dv, dtype, bool(causal), schedule)
-    rows = [t.view(-1, t.shape[-2] * t.shape[-1]) for t in (q, k, v, out)]
-    if needs_counter(schedule, bool(causal), varlen):  # the dynamic walk's tile counter
-        return kernel, (*rows, lse.view(-1), torch.zeros(1, dtype=torch.int32, device=q.device))
-    return kernel, (*rows, lse.view(-1))
+    return compiled(varlen, heads_q, heads_kv, d, dv, dtype, causal, schedule), schedule
+
+
+def _columns(q, k, v) -> tuple[int, int, int, int]:
+    """The widths of q's, k's, v's and out's 2D views: heads * head_dim."""
+    heads_q, d = q.shape[-2:]
+    heads_kv, dv = v.shape[-2:]
+    return heads_q * d, heads_kv * d, heads_kv * dv, heads_q * dv
+
+
+def _tensor_args(columns, counted: bool, q, k, v, out, lse) -> tuple:
+    """The kernel's tensor arguments: q, k, v, out as 2D (rows, heads * head_dim) views, lse
+    flat and, for the dynamic walk (``counted``), a zeroed int32 tile counter."""
+    qc, kc, vc, oc = columns
+    rows = (q.view(-1, qc), k.view(-1, kc), v.view(-1, vc), out.view(-1, oc), lse.view(-1))
+    if counted:
+        return (*rows, torch.zeros(1, dtype=torch.int32, device=q.device))
+    return rows
+
+
+def launch_args(varlen, q, k, v, out, lse, causal, schedule=None):
+    """(the compiled kernel, its tensor arguments) for q, k, v, out and lse of either
+    layout (:func:`_tensor_args`)."""
+    kernel, schedule = _kernel(varlen, q, v, bool(causal), schedule)
+    counted = needs_counter(schedule, bool(causal), varlen)
+    return kernel, _tensor_args(_columns(q, k, v), counted, q, k, v, out, lse)
 
 
 _PLANS: dict = {}
@@ -77,24 +97,20 @@ def _plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> Ca
 
 def _resolve(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> Callable:
     _check(q, k, v, _LAYOUT)
-    batch, seqlen_q, heads_q, d = q.shape
-    seqlen_k, heads_kv, dv = k.shape[1], k.shape[2], v.shape[3]
+    batch, seqlen_q, heads_q, _ = q.shape
+    seqlen_k = k.shape[1]
     if batch * seqlen_q * heads_q == 0:
         return lambda out, lse, q, k, v, scale: None
     if seqlen_k == 0:
         return lambda out, lse, q, k, v, scale: _empty_keys(out, lse)
-    schedule = pick_schedule(d, dv, causal)
-    fn = _main_of(
-        compiled(False, heads_q, heads_kv, d, dv, _TORCH_DTYPES[q.dtype], causal, schedule)
-    )
+    kernel, schedule = _kernel(False, q, v, causal)
+    fn = _main_of(kernel)
     sizes = (batch, seqlen_q, seqlen_k)
-    q_cols, k_cols, v_cols, o_cols = heads_q * d, heads_kv * d, heads_kv * dv, heads_q * dv
+    columns = _columns(q, k, v)
     counted = needs_counter(schedule, causal, False)  # the dynamic walk's zeroed tile counter
 
     def launch(out, lse, q, k, v, scale):
-        counter = (torch.zeros(1, dtype=torch.int32, device=q.device),) if counted else ()
-        rows = (q.view(-1, q_cols), k.view(-1, k_cols), v.view(-1, v_cols), out.view(-1, o_cols))
-        fn(*rows, lse.view(-1), *counter, *sizes, scale)
+        fn(*_tensor_args(columns, counted, q, k, v, out, lse), *sizes, scale)
 
     return launch
 
@@ -110,8 +126,7 @@ def _varlen_plan(q, k, v, cu_seqlens_q, cu_seqlens_k, causal: bool) -> Callable:
 def _resolve_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, causal: bool) -> Callable:
     _check(q, k, v, _VARLEN_LAYOUT)
     _check_cu_seqlens(q, cu_seqlens_q, cu_seqlens_k)
-    total_q, heads_q, d = q.shape
-    heads_kv, dv = k.shape[1], v.shape[2]
+    total_q, heads_q, _ = q.shape
     if total_q * heads_q * (cu_seqlens_q.shape[0] - 1) == 0:
         return lambda out, lse, q, k, v, cu_q, cu_k, max_seqlen_q, scale: None
     if k.shape[0] == 0:
@@ -121,24 +136,13 @@ def _resolve_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, causal: bool) -> Callab
                 _empty_keys(out, lse)
 
         return no_keys
-    schedule = pick_schedule(d, dv, causal)
-    fn = _main_of(
-        compiled(True, heads_q, heads_kv, d, dv, _TORCH_DTYPES[q.dtype], causal, schedule)
-    )
-    q_cols, k_cols, v_cols, o_cols = heads_q * d, heads_kv * d, heads_kv * dv, heads_q * dv
+    fn = _main_of(_kernel(True, q, v, causal)[0])  # the varlen walk takes no tile counter
+    columns = _columns(q, k, v)
 
     def launch(out, lse, q, k, v, cu_q, cu_k, max_seqlen_q, scale):
         if max_seqlen_q:  # no sequence is longer than total_q: the grid never outgrows it
-            rows = (q.view(-1, q_cols), k.view(-1, k_cols), v.view(-1, v_cols))
-            fn(
-                *rows,
-                out.view(-1, o_cols),
-                lse.view(-1),
-                cu_q,
-                cu_k,
-                min(max_seqlen_q, total_q),
-                scale,
-            )
+            tensors = _tensor_args(columns, False, q, k, v, out, lse)
+            fn(*tensors, cu_q, cu_k, min(max_seqlen_q, total_q), scale)
 
     return launch
 
