@@ -2,9 +2,6 @@
 # SPDX-FileCopyrightText: Copyright TIRx authors
 """The norm ports' host dispatch on the CPU: which kernel a shape gets, its grid."""
 
-import os
-import tempfile
-
 import pytest
 
 from tirx_kernels.flashinfer import norm
@@ -157,34 +154,10 @@ def test_lean_ctas_per_sm_caps_threads_and_registers(threads, ctas):
 
 
 def _ptxas_usage(func):
-    """(registers, bytes spilled) ptxas reports for func's sm_90a cubin, built with TIRx's
-    default compiler flags (fast math, register usage level) through nvcc."""
-    import re
-    import subprocess
-
-    from tvm_tirx.backend.cuda.backend_config import compiler_options, default_backend_config
-
+    """(registers, bytes spilled) ptxas reports for func's sm_90a cubin."""
     from tirx_kernels.core import toolchain
 
-    flags = compiler_options({**default_backend_config(), "compiler": "nvcc"})
-    with tempfile.TemporaryDirectory() as tmp:
-        cu = os.path.join(tmp, "k.cu")
-        with open(cu, "w") as f:
-            f.write(toolchain.cuda_source(toolchain.compile(func, "sm_90a")))
-        cmd = [
-            "nvcc",
-            "-cubin",
-            "-arch",
-            "sm_90a",
-            "--resource-usage",
-            *flags,
-            "-o",
-            cu + "bin",
-            cu,
-        ]
-        log = subprocess.run(cmd, capture_output=True, text=True, check=True).stderr
-    regs = int(re.search(r"Used (\d+) registers", log).group(1))
-    return regs, int(re.search(r"(\d+) bytes spill stores", log).group(1))
+    return toolchain.ptxas_usage(func)[1:]
 
 
 @pytest.mark.parametrize("hidden", [11008, 16384])

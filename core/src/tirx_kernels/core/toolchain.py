@@ -12,6 +12,7 @@ Importing this module imports the compiler (2-6 s): never import it on the listi
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,6 +31,8 @@ __all__ = [
     "distributed_context",
     "gpu_arch",
     "num_sms",
+    "ptxas_usage",
+    "setmaxnreg_shortfall",
     "sm_count",
     "target",
     "tirx_version",
@@ -73,6 +76,48 @@ def compile_cubin(func, arch: str = "sm_90a") -> bytes:
     if not result.binary:
         raise RuntimeError(f"nvcc produced an empty cubin for {arch}")
     return bytes(result.binary)
+
+
+def ptxas_usage(func, arch: str = "sm_90a") -> tuple[str, int, int]:
+    """(CUDA source, registers per thread, bytes spilled) of ``func`` as nvcc assembles it
+    for ``arch`` with TIRx's own compiler flags (no GPU needed)."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from tvm_tirx.backend.cuda.backend_config import compiler_options, default_backend_config
+
+    source = cuda_source(compile(func, arch))
+    flags = compiler_options({**default_backend_config(), "compiler": "nvcc"})
+    with tempfile.TemporaryDirectory() as tmp:
+        cu = Path(tmp) / "kernel.cu"
+        cu.write_text(source)
+        cmd = ["nvcc", "-cubin", "-arch", arch, "--resource-usage", *flags, "-o", f"{cu}bin", cu]
+        log = subprocess.run(cmd, capture_output=True, text=True, check=True).stderr
+    registers = re.search(r"Used (\d+) registers", log)
+    spilled = re.search(r"(\d+) bytes spill stores", log)
+    if not registers or not spilled:
+        raise RuntimeError(f"no register report in nvcc's output:\n{log}")
+    return source, int(registers.group(1)), int(spilled.group(1))
+
+
+def setmaxnreg_shortfall(source: str, registers: int) -> int:
+    """Registers (per thread of each warpgroup, summed) that the ``setmaxnreg`` of a
+    producer/consumer kernel asks for beyond the CTA's pool (``registers`` per thread from
+    ptxas, times the ``__launch_bounds__`` threads); 0 when it fits. One warpgroup takes
+    ``setmaxnreg.dec``, every other ``.inc``, and ``.inc`` waits until the pool has the
+    registers: a shortfall hangs the kernel on the GPU."""
+    bounds = re.search(r"__launch_bounds__\((\d+)", source)
+    if not bounds:
+        raise ValueError("the kernel source has no __launch_bounds__: its pool is unknown")
+    threads = int(bounds.group(1))
+    dec = {int(n) for n in re.findall(r"setmaxnreg\.dec\.sync\.aligned\.u32 (\d+)", source)}
+    inc = {int(n) for n in re.findall(r"setmaxnreg\.inc\.sync\.aligned\.u32 (\d+)", source)}
+    if not inc:
+        return 0
+    warpgroups = threads // 128
+    asked = max(dec, default=registers) + (warpgroups - 1) * max(inc)
+    return max(0, asked - warpgroups * registers)
 
 
 @functools.cache

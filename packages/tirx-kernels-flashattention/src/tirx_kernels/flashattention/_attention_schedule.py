@@ -46,8 +46,8 @@ class Schedule:
     (named barriers order one consumer's GEMMs against the other's softmax; needs
     ``overlap``); ``split_kv``: separate K and V barriers, so S starts before V lands;
     ``regs``: the producer warpgroup's ``setmaxnreg`` (the consumers get the rest: 24 -> 240
-    as upstream's two-consumer kernel, 40 -> 232 as the first schedule, 32 -> 160 with three
-    consumers as upstream's); ``bm``: kBlockM, 64 Q rows per consumer warpgroup;
+    as upstream's two-consumer kernel, 32 or 40 -> 232, 32 -> 160 with three consumers as
+    upstream's); ``bm``: kBlockM, 64 Q rows per consumer warpgroup;
     ``pv_smem``: P through shared memory for an SS P V (upstream's MmaPV_is_RS false, its d 64
     192 x 192 tile), each consumer a 64 x kBlockN tile, instead of the registers' A operand.
     ``persistent``: one CTA per SM walking the Q tiles (upstream's persistent schedulers;
@@ -160,7 +160,7 @@ def _schedule(d: int, dv: int, causal: bool, override: dict) -> Schedule:
     pingpong = override.get("pingpong", d <= 128) and overlap
     persistent = override.get("persistent", False)
     # the persistent producer walks tiles: 24 registers spill (d 256, d 192 causal); 32
-    # leave two consumers their 240
+    # leave two consumers 232
     regs = override.get("regs", 24 if bm == BM and not persistent else 32)
     if regs not in REGS:
         raise ValueError(f"producer registers {regs} must be one of {REGS}")

@@ -62,7 +62,6 @@ from tirx_kernels.core.toolchain import T
 from ._attention_schedule import pick_schedule, section_heads, tile_coords
 
 DTYPES = ("bfloat16", "float16")
-_REG_BUDGET = 512  # setmaxnreg per thread: producer + consumers (x 128 threads) <= 64K
 # named barriers of the ping-pong (upstream's FwdNamedBarriers::WarpSchedulerWG1..3): the
 # consumer warpgroup wg (1 .. consumers) waits on 3 + wg before issuing its GEMMs, then passes
 # the turn to the next one, cyclically; 0 is the CTA barrier
@@ -102,6 +101,17 @@ def needs_counter(schedule, causal, varlen=False) -> bool:
     return bool(schedule.persistent and causal and not varlen)
 
 
+def consumer_registers(producer_regs, consumers):
+    """Each consumer warpgroup's ``setmaxnreg``: what the producer's registers leave of those
+    the CTA got at launch. ``__launch_bounds__(threads, 1)`` gives every thread 64K / threads
+    registers (in steps of 8: 168 at 384 threads), and ``setmaxnreg.inc`` waits until the
+    CTA's pool has the registers it asks for, so asking for more than that pool (two
+    consumers of 240 beside a producer of 32) hangs the kernel."""
+    warpgroups = 1 + consumers
+    pool = 65536 // (128 * warpgroups) // 8 * 8 * warpgroups
+    return (pool - producer_regs) // consumers // 8 * 8
+
+
 @functools.cache
 def make_flash_fwd_varlen(heads_q, heads_kv, d, dv, dtype, causal, schedule=None):
     """The PrimFunc of packed variable-length problems (``hopper/seqlen.h``):
@@ -126,7 +136,7 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
     group = heads_q // heads_kv
     BM, consumers = sched.bm, sched.consumers
     threads = 128 * (1 + consumers)
-    consumer_regs = (_REG_BUDGET - sched.regs) // consumers // 8 * 8
+    consumer_regs = consumer_registers(sched.regs, consumers)
     mode = Swizzle.B128
     q_bytes = BM * d * 2
     k_bytes = BN * d * 2
