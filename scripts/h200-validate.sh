@@ -7,6 +7,8 @@
 # .device/fi-tests must travel), a `tirx-run bench` per kernel of BENCH_KERNELS (each at
 # most BENCH_T seconds, default 300), the per-call cost of public ops (OVERHEAD_ARGS) and a
 # suite sweep; results under $OUT. A step whose variable is set to "skip" is skipped.
+# TIRX_TEST_TIMEOUT=<s> ends a pytest process whose test runs longer (a hung kernel), naming
+# the test in $OUT/pytest-i.failures (scripts/failures_now.py).
 # Usage, from the repository root:
 #   TEST_ARGS="--family basic" BENCH_KERNELS="rmsnorm fp16_bf16_gemm" BENCH_ARGS="--rounds 3" \
 #   SUITE_ARGS="--family basic" PYTEST_ARGS="packages" OVERHEAD_ARGS="--batch 1 4" \

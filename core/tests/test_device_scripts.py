@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
@@ -99,6 +100,31 @@ def test_validate_records_each_pytest_failure_as_it_happens(tmp_path):
     assert "exit 124" in (out / "pytest-1.log").read_text()  # killed before pytest's summary
     failures = (out / "pytest-1.failures").read_text()
     assert failures == "test_two.py::test_broken (call): assert 1 == 2\n"
+
+
+def test_validate_ends_a_hung_test_early_and_names_it(tmp_path):
+    repo, env = _checkout(tmp_path)
+    (repo / "test_hang.py").write_text(
+        "import time\n\ndef test_fine():\n    pass\n\n"
+        "def test_hangs():\n    time.sleep(60)\n\n"
+        "def test_never_reached():\n    pass\n"
+    )
+    env.update(
+        TEST_ARGS="skip",
+        SUITE_ARGS="skip",
+        PYTEST_ARGS="test_hang.py",
+        PYTEST_T="50",
+        TIRX_TEST_TIMEOUT="2",
+    )
+    started = time.monotonic()
+    _run(repo, env, "scripts/h200-validate.sh", "abc123")
+    assert time.monotonic() - started < 30  # not the 50 s of PYTEST_T
+    out = tmp_path / "out"
+    assert "exit 124" in (out / "pytest-1.log").read_text()
+    failures = (out / "pytest-1.failures").read_text()
+    assert failures == (
+        "test_hang.py::test_hangs (timeout): still running after 2 s; the process exits\n"
+    )
 
 
 def test_ab_measures_the_old_tree_then_this_one_and_compares(tmp_path):
