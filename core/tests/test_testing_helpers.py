@@ -84,3 +84,25 @@ def test_launch_mismatches_compare_arguments_with_the_kernel_parameters():
     assert "dtype, the kernel takes int32" in dtype
     assert "rank" in testing.launch_mismatches(func, (x[None], idx, 3))[0]
     assert testing.launch_mismatches(func, (x, idx)) == ["2 arguments for 3 parameters"]
+
+
+def test_launch_mismatches_check_strides_and_alignment_as_the_host_function():
+    """A parameter without ``align`` takes 64-byte aligned data (TIRx's default), and one
+    without a layout compact strides; size-1 dimensions' strides do not matter."""
+    func = _two_tensor_function()
+    idx = torch.zeros(5, dtype=torch.int32)
+    (strided,) = testing.launch_mismatches(func, (torch.empty(5, 16)[:, :8], idx, 3))
+    assert "strides (16, 1)" in strided and "compact" in strided
+    assert testing.launch_mismatches(func, (torch.empty(1, 8).t().t(), idx[:1], 3)) == []
+    x = testing.offset_copy(torch.empty(5, 8), 16)
+    (unaligned,) = testing.launch_mismatches(func, (x, idx, 3))
+    assert "X (5, 8)" in unaligned and "16 bytes past a 64-byte boundary" in unaligned
+
+
+@pytest.mark.parametrize("nbytes", [0, 4, 16, 48])
+def test_offset_copy_starts_that_far_past_a_64_byte_boundary(nbytes):
+    t = torch.arange(12, dtype=torch.int32).view(3, 4)
+    c = testing.offset_copy(t, nbytes)
+    assert c.data_ptr() % 64 == nbytes and c.is_contiguous() and torch.equal(c, t)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        testing.offset_copy(t, 2)

@@ -133,11 +133,28 @@ def misaligned_like(t: torch.Tensor) -> torch.Tensor:
     return flat[1 : 1 + t.numel()].view(t.shape)
 
 
+def offset_copy(t: torch.Tensor, nbytes: int) -> torch.Tensor:
+    """A contiguous copy of ``t`` whose data starts ``nbytes`` past a 64-byte boundary (a
+    multiple of its element size): a tensor as aligned as a caller may legally pass it, no
+    more, as slices of larger tensors are."""
+    if nbytes % t.element_size() or not 0 <= nbytes < 64:
+        raise ValueError(f"offset_copy: nbytes must be a multiple of {t.element_size()} below 64")
+    pad = 128 // t.element_size()
+    flat = torch.empty(t.numel() + pad, dtype=t.dtype, device=t.device)
+    base = (-flat.data_ptr() % 64 + nbytes) // t.element_size()
+    out = flat[base : base + t.numel()].view(t.shape)
+    out.copy_(t)
+    return out
+
+
 def launch_mismatches(func: Any, args: tuple) -> list[str]:
     """What a launch of the TIRx function ``func`` with ``args`` would reject, found on the
-    CPU: for each tensor parameter, a wrong dtype or rank, a static extent that differs, or a
-    dynamic extent (``T.dynamic``) that disagrees with its first binding. Scalar parameters
-    and extents that are expressions are not checked."""
+    CPU: for each tensor parameter, a wrong dtype or rank, a static extent that differs, a
+    dynamic extent (``T.dynamic``) that disagrees with its first binding, strides that are not
+    compact (a parameter without a layout takes a compact tensor), or data not aligned to the
+    parameter's ``data_alignment`` (64 bytes unless it declares ``align``), as the generated
+    host function checks them. Scalar parameters and extents that are expressions are not
+    checked."""
     problems: list[str] = []
     bound: dict[str, int] = {}
     if len(args) != len(func.params):
@@ -157,7 +174,25 @@ def launch_mismatches(func: Any, args: tuple) -> list[str]:
                 problems.append(f"{where}: shape[{axis}], the kernel takes {int(extent)}")
             elif kind == "Var" and bound.setdefault(str(extent), size) != size:
                 problems.append(f"{where}: shape[{axis}] = {extent} is {bound[str(extent)]}")
+        if param.layout is None and not _compact(arg):
+            problems.append(f"{where}: strides {arg.stride()}, the kernel takes a compact tensor")
+        alignment = int(param.data_alignment)
+        if arg.numel() and alignment > 1 and arg.data_ptr() % alignment:
+            problems.append(
+                f"{where}: data at {arg.data_ptr() % alignment} bytes past a {alignment}-byte "
+                f"boundary, the kernel takes it aligned"
+            )
     return problems
+
+
+def _compact(t: torch.Tensor) -> bool:
+    """Row-major strides, dimensions of size 1 aside (the host function skips them too)."""
+    expected = 1
+    for size, stride in reversed(list(zip(t.shape, t.stride()))):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def checked_launches(make: Callable[..., Any], launched: list) -> Callable[..., Any]:
