@@ -51,3 +51,14 @@ def test_launch_matches_the_kernel(launched, layout, config, epilogue):
     alpha = 2.0 if epilogue != "plain" else 1.0
     gemm.launch_gemm(a, b, out, config, bias=bias, alpha=alpha)
     assert len(launched) == 1
+
+
+@pytest.mark.parametrize("offset", [16, 32, 48])
+def test_rmsnorm_takes_the_16_byte_aligned_tensors_its_op_accepts(offset):
+    """The op accepts any contiguous 16-byte aligned tensor (a slice of a larger one); the
+    kernel's parameters must not ask for TIRx's default of 64 bytes."""
+    from tirx_kernels.basic._rmsnorm_tirx import make_rmsnorm
+
+    shapes = ((3, 4096), (4096,), (3, 4096))  # input, weight, out
+    args = tuple(testing.offset_copy(torch.zeros(s, dtype=torch.bfloat16), offset) for s in shapes)
+    assert testing.launch_mismatches(make_rmsnorm(4096, "bfloat16", 1e-6), args) == []

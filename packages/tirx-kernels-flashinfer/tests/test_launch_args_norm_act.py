@@ -73,3 +73,21 @@ def test_strided_rows_launch_on_contiguous_copies(launched):
 def test_activation_launches_match_the_kernels(launched, op, tokens, d):
     getattr(activation, op)(torch.zeros(tokens, 2 * d, dtype=BF))
     assert len(launched) == 1
+
+
+@pytest.mark.parametrize("offset", [16, 32, 48])
+def test_tensors_16_bytes_aligned_launch_as_they_are(launched, offset):
+    """FlashInfer takes any contiguous 16-byte aligned tensor (a slice of a larger one); the
+    kernels take them without copies, so their parameters declare that alignment, not TIRx's
+    default of 64 bytes."""
+    x = testing.offset_copy(torch.zeros(3, 4096, dtype=BF), offset)
+    w = testing.offset_copy(torch.ones(4096, dtype=BF), offset)
+    out = testing.offset_copy(torch.zeros(3, 4096, dtype=BF), offset)
+    norm.rmsnorm(x, w, out=out)
+    norm.fused_add_rmsnorm(x, out, w)
+    gb = testing.offset_copy(torch.ones(4096, dtype=F32), offset)
+    norm.layernorm(x, gb, gb)
+    for d in (4096, 500):  # 16- and 8-byte vectors
+        pair = testing.offset_copy(torch.zeros(3, 2 * d, dtype=BF), offset)
+        activation.silu_and_mul(pair, out=testing.offset_copy(torch.zeros(3, d, dtype=BF), offset))
+    assert len(launched) == 5

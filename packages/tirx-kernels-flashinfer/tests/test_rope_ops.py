@@ -204,6 +204,23 @@ def test_token_strides_the_kernels_cannot_take_use_copies(launched):
     assert _symbols(launched) == ["rope", "rope"]
 
 
+@pytest.mark.parametrize("nnz", [5, 700])  # the grid and the walk kernel
+@pytest.mark.parametrize("pos_dtype", [torch.int32, torch.int64])
+def test_tensors_at_any_legal_offset_launch_as_they_are(launched, nnz, pos_dtype):
+    """Positions are read one at a time (any element offset, as upstream: a slice of a
+    longer positions tensor), q and k by 16-byte vectors (16 bytes past a 64-byte boundary,
+    as a slice of a larger tensor may be): the kernels take them without copies."""
+    from tirx_kernels.core.testing import offset_copy
+
+    q, k, pos = qkp(nnz, 4, 2, 64, pos_dtype=pos_dtype)
+    q, k = offset_copy(q, 16), offset_copy(k, 48)
+    pos = offset_copy(pos, pos.element_size())
+    rope.apply_rope_pos_ids_inplace(q, k, pos)
+    rope.apply_rope_pos_ids(q, k, pos)
+    walk = "_walk" if nnz >= 512 else ""
+    assert _symbols(launched) == [f"rope{walk}", f"rope{walk}_out_of_place"]
+
+
 @pytest.mark.parametrize("walk", [False, True])
 @pytest.mark.parametrize("d, rotary_dim", [(128, 128), (128, 64), (256, 16)])
 def test_out_of_place_kernels_compile_for_sm90a(walk, d, rotary_dim):

@@ -55,6 +55,24 @@ def test_decode_launches_match_the_kernels(launched, monkeypatch, variant, s_q, 
     assert lse.shape == (batch, h_q, s_q)
 
 
+def test_int32_arguments_at_any_element_offset(launched):
+    """block_table, cache_seqlens and the metadata may be slices of larger int32 tensors (4
+    bytes past a 64-byte boundary): the kernels read them without TIRx's default alignment."""
+    lens = testing.offset_copy(torch.tensor([100, 1, 256], dtype=torch.int32), 4)
+    meta, splits = decode.get_mla_metadata(lens, 16, 1)
+    table = torch.arange(12, dtype=torch.int32).view(3, 4)
+    decode.flash_mla_with_kvcache(
+        torch.zeros(3, 1, 16, 576, dtype=torch.bfloat16),
+        torch.zeros(12, 64, 1, 576, dtype=torch.bfloat16),
+        testing.offset_copy(table, 4),
+        lens,
+        512,
+        testing.offset_copy(meta, 8),
+        testing.offset_copy(splits, 12),
+    )
+    assert len(launched) == 2
+
+
 def test_device_metadata_launch_matches_the_kernel(monkeypatch):
     from tirx_kernels.flashmla._mla_metadata_tirx import make_sched_meta
 
@@ -64,5 +82,6 @@ def test_device_metadata_launch_matches_the_kernel(monkeypatch):
     )
     lens = torch.tensor([[5, 0], [700, 64], [1, 9]], dtype=torch.int32)[:, 0]  # a strided view
     meta, splits = decode.device_metadata(lens, 66)
-    assert len(funcs) == 1 and meta.shape == (66, 8) and splits.shape == (4,)
+    decode.device_metadata(testing.offset_copy(lens, 4), 66)  # a slice of a longer tensor
+    assert len(funcs) == 2 and meta.shape == (66, 8) and splits.shape == (4,)
     assert meta.dtype == splits.dtype == torch.int32

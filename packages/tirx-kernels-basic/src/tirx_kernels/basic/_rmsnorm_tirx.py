@@ -119,7 +119,9 @@ def make_rmsnorm(hidden, dtype="bfloat16", eps=1e-6, schedule=None):
 
     @T.function
     def rmsnorm(
-        X: T.Tensor((M, hidden), tdt), W: T.Tensor((hidden,), tdt), Y: T.Tensor((M, hidden), tdt)
+        X: T.Tensor((M, hidden), tdt, align=16),
+        W: T.Tensor((hidden,), tdt, align=16),
+        Y: T.Tensor((M, hidden), tdt, align=16),
     ):
         T.func_attr({"tirx.noalias": True})
         T.device_entry(

@@ -168,15 +168,18 @@ def _function(T, launch, body, name, tensors, out_of_place, strided):
     ``tensors``: (n, dtype, head_dim, hq, hk, pos_dtype)."""
     n, dtype, head_dim, hq, hk, pos_dtype = tensors
     qs, ks = (n, hq, head_dim), (n, hk, head_dim)
+    # what the loads need (TIRx asks 64 bytes by default): 16-byte vectors of q and k, one
+    # position at a time (any element of a longer positions tensor, as upstream)
+    pos_align = 4 if pos_dtype == "int32" else 8
     if out_of_place:
 
         @T.function
         def rope_out_of_place(
-            Q: T.Tensor(qs, dtype),
-            K: T.Tensor(ks, dtype),
-            QO: T.Tensor(qs, dtype),
-            KO: T.Tensor(ks, dtype),
-            pos: T.Tensor((n,), pos_dtype),
+            Q: T.Tensor(qs, dtype, align=16),
+            K: T.Tensor(ks, dtype, align=16),
+            QO: T.Tensor(qs, dtype, align=16),
+            KO: T.Tensor(ks, dtype, align=16),
+            pos: T.Tensor((n,), pos_dtype, align=pos_align),
             grid: T.int32,
             rcp_scale: T.float32,
             rcp_theta: T.float32,
@@ -192,7 +195,7 @@ def _function(T, launch, body, name, tensors, out_of_place, strided):
         def rope_strided(
             Q: T.Tensor(qs, dtype, align=16, layout=T.TileLayout(T.S[qs : (sq, head_dim, 1)])),
             K: T.Tensor(ks, dtype, align=16, layout=T.TileLayout(T.S[ks : (sk, head_dim, 1)])),
-            pos: T.Tensor((n,), pos_dtype),
+            pos: T.Tensor((n,), pos_dtype, align=pos_align),
             grid: T.int32,
             rcp_scale: T.float32,
             rcp_theta: T.float32,
@@ -206,9 +209,9 @@ def _function(T, launch, body, name, tensors, out_of_place, strided):
 
     @T.function
     def rope(
-        Q: T.Tensor(qs, dtype),
-        K: T.Tensor(ks, dtype),
-        pos: T.Tensor((n,), pos_dtype),
+        Q: T.Tensor(qs, dtype, align=16),
+        K: T.Tensor(ks, dtype, align=16),
+        pos: T.Tensor((n,), pos_dtype, align=pos_align),
         grid: T.int32,
         rcp_scale: T.float32,
         rcp_theta: T.float32,

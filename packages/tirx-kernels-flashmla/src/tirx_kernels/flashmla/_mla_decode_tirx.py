@@ -153,10 +153,10 @@ def split_kv_kernel(name, dtype, h_q, s_q, causal, smem, alloc_tiles, block_step
     def mla_decode(
         Q: T.Tensor((B, R, D_QK), dtype, align=16),
         KC: T.Tensor((NT, D_QK), dtype, align=16),
-        BT: T.Tensor((B, MAXB), "int32"),
-        SEQ: T.Tensor((B,), "int32"),
-        META: T.Tensor((P, META_INTS), "int32"),
-        NSPL: T.Tensor((B1,), "int32"),
+        BT: T.Tensor((B, MAXB), "int32", align=4),
+        SEQ: T.Tensor((B,), "int32", align=4),
+        META: T.Tensor((P, META_INTS), "int32", align=4),
+        NSPL: T.Tensor((B1,), "int32", align=4),
         OACC: T.Tensor((TOT, R, D_V), f32),
         LACC: T.Tensor((TOT, R), f32),
         scale_log2: T.float32,
@@ -427,7 +427,7 @@ def make_combine(dtype="bfloat16", h_q=128, s_q=1):
 
     @T.function
     def mla_combine(
-        NSPL: T.Tensor((B1,), "int32"),
+        NSPL: T.Tensor((B1,), "int32", align=4),
         OACC: T.Tensor((TOT, R, D_V), f32),
         LACC: T.Tensor((TOT, R), f32),
         OUT: T.Tensor((B, R, D_V), dtype),

@@ -43,9 +43,9 @@ def make_sched_meta():
 
     @T.function
     def mla_sched_meta(
-        Seqlens: T.Tensor((batch,), "int32"),
-        Meta: T.Tensor((parts, META_INTS), "int32"),
-        NumSplits: T.Tensor((batch + 1,), "int32"),
+        Seqlens: T.Tensor((batch,), "int32", align=4),
+        Meta: T.Tensor((parts, META_INTS), "int32", align=4),
+        NumSplits: T.Tensor((batch + 1,), "int32", align=4),
     ):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
         lane = T.cuda.thread_idx("x")
