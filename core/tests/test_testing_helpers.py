@@ -106,3 +106,15 @@ def test_offset_copy_starts_that_far_past_a_64_byte_boundary(nbytes):
     assert c.data_ptr() % 64 == nbytes and c.is_contiguous() and torch.equal(c, t)
     with pytest.raises(ValueError, match="multiple of 4"):
         testing.offset_copy(t, 2)
+
+
+def test_checked_launches_refuse_as_the_host_function_and_run_the_effect():
+    launched, ran = [], []
+    make = testing.checked_launches(
+        lambda: _two_tensor_function(), launched, lambda: lambda *args: ran.append(args[2])
+    )
+    launch = make()
+    launch(torch.empty(5, 8), torch.zeros(5, dtype=torch.int32), 3)
+    with pytest.raises(ValueError, match=r"launch of .*X \(5, 7\).*shape\[1\]"):
+        launch(torch.empty(5, 7), torch.zeros(5, dtype=torch.int32), 4)
+    assert len(launched) == 2 and ran == [3]

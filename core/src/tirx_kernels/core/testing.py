@@ -195,19 +195,26 @@ def _compact(t: torch.Tensor) -> bool:
     return True
 
 
-def checked_launches(make: Callable[..., Any], launched: list) -> Callable[..., Any]:
+def checked_launches(
+    make: Callable[..., Any], launched: list, effect: Callable[..., Any] | None = None
+) -> Callable[..., Any]:
     """A CPU stand-in for a compile-once kernel factory: ``stand_in(*key)`` builds the
     uncompiled kernel ``make(*key)`` and returns a launcher that appends it to ``launched``
-    and asserts that its arguments match the kernel's parameters (:func:`launch_mismatches`).
-    Patched over a family's factory, it lets an op's launch code run on CPU tensors."""
+    and, as the kernel's generated host function does, raises ValueError naming what it would
+    refuse (:func:`launch_mismatches`); otherwise it runs ``effect(*key)(*args)`` when given
+    (the kernel's effect in torch). Patched over a family's factory, it lets an op's launch
+    code run on CPU tensors."""
 
-    def stand_in(*key: Any, **options: Any) -> Callable[..., None]:
+    def stand_in(*key: Any, **options: Any) -> Callable[..., Any]:
         func = make(*key, **options)
+        run = effect(*key, **options) if effect else None
 
-        def launch(*args: Any) -> None:
+        def launch(*args: Any) -> Any:
             launched.append(func)
             problems = launch_mismatches(func, args)
-            assert not problems, f"launch of {func.attrs.get('global_symbol', func)}: {problems}"
+            if problems:
+                raise ValueError(f"launch of {func.attrs.get('global_symbol', func)}: {problems}")
+            return run(*args) if run else None
 
         return launch
 
