@@ -8,6 +8,12 @@ that calls the compiled kernel's ``main`` (:func:`main_of`, fetched once) with t
 tensors. The function calls its plan directly when :func:`plain_cuda` says the torch
 dispatcher may be skipped; otherwise it calls its ``torch.ops.tirx_kernels`` op, whose body
 runs the same plan. Why and what it saves: packages/tirx-kernels-flashinfer/docs/overhead.md.
+
+A plan that hands the caller's tensors unchanged to one kernel (:func:`kernel_checked`) is
+also kept under a coarser key, the shape and scalars that pick the kernel and its launch
+scalars, which :func:`run` tries first: the generated host function checks every tensor
+(dtype, shape, strides, alignment, device) before it launches, so the per-signature key need
+not be built on every call; when the kernel refuses the tensors, the full lookup runs.
 """
 
 from __future__ import annotations
@@ -53,3 +59,30 @@ def main_of(executable: Any) -> Callable:
     """The ``main`` function of a compiled TIRx executable, looked up once (calling the
     executable looks it up on every call)."""
     return executable.jit()["main"]
+
+
+def kernel_checked(plan: Callable) -> Callable:
+    """Mark ``plan`` as one launch of a kernel on the caller's tensors as they are, which that
+    kernel's host function checks in full: :func:`run` may reuse it on a coarser key."""
+    plan.kernel_checked = True  # type: ignore[attr-defined]
+    return plan
+
+
+def run(fast: dict, key: Any, args: tuple, plan_of: Callable[..., Callable], *plan_args: Any):
+    """Run a call: ``fast[key](*args)`` when an earlier call with this coarse ``key`` left a
+    :func:`kernel_checked` plan there; when its kernel refuses ``args`` (ValueError or
+    TypeError from the host function, raised before any launch) or on a miss, the plan of
+    ``plan_of(*plan_args)`` (the per-signature lookup and checks, which name a bad argument),
+    kept under ``key`` when it is kernel-checked."""
+    plan = fast.get(key)
+    if plan is not None:
+        try:
+            return plan(*args)
+        except (ValueError, TypeError):
+            pass  # the full checks say why, or find the plan these tensors need
+    plan = plan_of(*plan_args)
+    if getattr(plan, "kernel_checked", False):
+        if len(fast) >= MAX_PLANS:
+            fast.clear()
+        fast[key] = plan
+    return plan(*args)
