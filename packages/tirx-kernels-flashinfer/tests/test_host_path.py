@@ -7,8 +7,11 @@ and copies back, and the per-signature cache, are checked without a GPU."""
 import pytest
 import torch
 
-from tirx_kernels.core import toolchain
+from tirx_kernels.core import testing, toolchain
 from tirx_kernels.flashinfer import _host, activation, norm, rope
+from tirx_kernels.flashinfer._activation_tirx import get_act_and_mul_kernel
+from tirx_kernels.flashinfer._norm_tirx import make as make_norm
+from tirx_kernels.flashinfer._rope_tirx import get_grid_kernel, get_walk_kernel
 from tirx_kernels.flashinfer.kernels import _rms_common as rms
 from tirx_kernels.flashinfer.kernels import activation as act_contract
 from tirx_kernels.flashinfer.kernels import layernorm as ln_contract
@@ -86,17 +89,43 @@ def _rope_kernel(
     return run
 
 
+def _norm_func(kind, dtype, hidden, batch, weight_bias):
+    return make_norm(kind, dtype, hidden, weight_bias, **norm.schedule(kind, hidden, batch))
+
+
+def _act_func(act, dtype, d, schedule):
+    return get_act_and_mul_kernel(act, dtype, d, schedule=schedule)
+
+
+def _rope_func(
+    dtype, d, hq, hk, interleave, pos_dtype, walk, rotary_dim, outs=False, strided=False
+):
+    build = get_walk_kernel if walk else get_grid_kernel
+    options = dict(rotary_dim=rotary_dim, out_of_place=outs, strided=strided)
+    return build(dtype, d, hq, hk, interleave, pos_dtype, **options)
+
+
 @pytest.fixture
 def stand_ins(monkeypatch):
+    """Each kernel: its effect in torch, behind what its generated host function refuses
+    (ValueError, as on the GPU), so the plans' fallbacks run as they do there."""
+    launched: list = []
     monkeypatch.setattr(_host, "cuda_index", lambda where, named: 0)
     monkeypatch.setattr(_host, "main_of", lambda kernel: kernel)
-    monkeypatch.setattr(norm, "_host_kernel", _norm_kernel)
-    monkeypatch.setattr(activation, "_compiled", _act_kernel)
+    stand_in = testing.checked_launches(_norm_func, launched, _norm_kernel)
+    monkeypatch.setattr(norm, "_host_kernel", stand_in)
+    monkeypatch.setattr(
+        activation, "_compiled", testing.checked_launches(_act_func, launched, _act_kernel)
+    )
     monkeypatch.setattr(activation, "_stream_ctas", lambda d, tokens, device: 1)
-    monkeypatch.setattr(rope, "_compiled", _rope_kernel)
+    monkeypatch.setattr(
+        rope, "_compiled", testing.checked_launches(_rope_func, launched, _rope_kernel)
+    )
     monkeypatch.setattr(toolchain, "sm_count", lambda index=0: 132)
     for module in (norm, activation, rope):
         monkeypatch.setattr(module, "_PLANS", {})
+        monkeypatch.setattr(module, "_FAST", {})
+    return launched
 
 
 def randn(*shape, seed=0):
@@ -209,3 +238,48 @@ def test_the_switch_sends_eager_calls_through_the_op(hopper, monkeypatch):
     monkeypatch.setattr(_host, "DIRECT", False)  # TIRX_KERNELS_FLASHINFER_DIRECT=0
     assert not _host.direct(x)
     assert torch.equal(norm.rmsnorm(x, w), direct)
+
+
+def test_a_repeated_call_builds_no_signature_key(stand_ins, monkeypatch):
+    """Once a shape's kernel-checked plan is known, a call of that shape only looks it up
+    by (op, shape, dtype, device): the five attribute reads per tensor of the per-signature
+    key are what the fast path saves."""
+    keys = []
+    for module in (norm, activation, rope):
+        monkeypatch.setattr(module, "_sig", lambda t: keys.append(t.shape) or _host.signature(t))
+    x, w, r = randn(4, 128), randn(128, seed=1), randn(4, 128, seed=2)
+    pair = randn(4, 2 * 64)
+    q, k, pos = randn(4, 4, 64), randn(4, 2, 64, seed=1), torch.arange(4)
+    calls = (
+        lambda: norm.rmsnorm(x, w),
+        lambda: norm.fused_add_rmsnorm(x, r, w),
+        lambda: norm.layernorm(x, torch.ones(128), torch.zeros(128)),
+        lambda: activation.silu_and_mul(pair),
+        lambda: rope.apply_rope_pos_ids_inplace(q, k, pos),
+        lambda: rope.apply_rope_pos_ids(q, k, pos),
+    )
+    for call in calls:
+        call()
+    first = len(keys)
+    assert first == 3 + 3 + 4 + 2 + 3 + 5  # every tensor of each call, once
+    for call in calls:
+        call()
+    assert len(keys) == first
+
+
+def test_a_call_the_fast_plan_refuses_takes_the_full_checks(stand_ins):
+    """Same shape as a cached kernel-checked plan but strided, or with a bad weight: the
+    stand-in refuses as the host function does, and the per-signature path answers."""
+    x, w = randn(5, 128), randn(128, seed=1)
+    want = rms.rmsnorm_reference(x, w, 1e-6, 0.0)
+    torch.testing.assert_close(norm.rmsnorm(x, w).float(), want, **TOLS)
+    wide = torch.zeros(5, 256, dtype=BF16)
+    wide[:, :128] = x
+    strided = wide[:, :128]  # same shape, rows with a stride
+    torch.testing.assert_close(norm.rmsnorm(strided, w).float(), want, **TOLS)
+    with pytest.raises(ValueError, match="rmsnorm: weight must be 1D of shape \\(128,\\)"):
+        norm.rmsnorm(x, w.float())
+    with pytest.raises(ValueError, match="out must have input's shape"):
+        norm.rmsnorm(x, w, out=torch.empty(4, 128, dtype=BF16))
+    out = torch.empty(5, 128, dtype=BF16)
+    torch.testing.assert_close(norm.rmsnorm(x, w, out=out).float(), want, **TOLS)

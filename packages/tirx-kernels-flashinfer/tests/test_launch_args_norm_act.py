@@ -33,6 +33,7 @@ def launched(monkeypatch):
     monkeypatch.setattr(activation, "_compiled", testing.checked_launches(act_kernel, funcs))
     for module in (norm, activation):
         monkeypatch.setattr(module, "_PLANS", {})
+        monkeypatch.setattr(module, "_FAST", {})
     monkeypatch.setattr(_host, "main_of", lambda executable: executable)
     monkeypatch.setattr(_host, "cuda_index", lambda where, named: 0)
     monkeypatch.setattr(toolchain, "sm_count", lambda device=0: 132)

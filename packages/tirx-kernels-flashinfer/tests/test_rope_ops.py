@@ -157,6 +157,7 @@ def launched(monkeypatch):
 
     monkeypatch.setattr(rope, "_compiled", testing.checked_launches(make, funcs))
     monkeypatch.setattr(rope, "_PLANS", {})
+    monkeypatch.setattr(rope, "_FAST", {})
     monkeypatch.setattr(_host, "main_of", lambda executable: executable)
     monkeypatch.setattr(_host, "cuda_index", lambda where, named: 0)
     monkeypatch.setattr(toolchain, "sm_count", lambda device: 132)

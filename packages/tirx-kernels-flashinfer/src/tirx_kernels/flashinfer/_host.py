@@ -19,9 +19,18 @@ from typing import Any
 
 import torch
 
-from tirx_kernels.core.host import MAX_PLANS, lookup, main_of, plain_cuda, signature
+from tirx_kernels.core.host import (
+    MAX_PLANS,
+    kernel_checked,
+    lookup,
+    main_of,
+    plain_cuda,
+    run,
+    signature,
+)
 
-__all__ = ["MAX_PLANS", "lookup", "main_of", "signature"]  # the core helpers, re-exported
+# the core helpers, re-exported
+__all__ = ["MAX_PLANS", "kernel_checked", "lookup", "main_of", "run", "signature"]
 
 # TIRX_KERNELS_FLASHINFER_DIRECT=0: every call through the torch.ops op (the fallback switch)
 DIRECT = os.environ.get("TIRX_KERNELS_FLASHINFER_DIRECT", "1") != "0"

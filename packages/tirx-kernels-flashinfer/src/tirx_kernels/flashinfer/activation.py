@@ -109,7 +109,7 @@ def _resolve(act, out, input, schedule=None):
     extra = () if schedule == "flat" else (_stream_ctas(d, tokens, device),)
     in_ok, out_ok = _host.aligned(input, 16), _host.aligned(out, 16)
     if in_ok and out_ok and input.dim() == 2:
-        return lambda out, input: fn(input, out, *extra)
+        return _host.kernel_checked(lambda out, input: fn(input, out, *extra))
 
     def rows(out, input):  # other ranks as rows; strided or unaligned through copies
         x = input.view(tokens, 2 * d) if in_ok else input.reshape(tokens, 2 * d).clone()
@@ -126,6 +126,7 @@ def _resolve(act, out, input, schedule=None):
 
 
 _PLANS: dict = {}
+_FAST: dict = {}  # kernel-checked plans by (act, input's shape, dtype, device): _host.run
 _sig = _host.signature
 _direct = _host.direct
 
@@ -134,32 +135,37 @@ def _plan(act, out, input):
     return _host.lookup(_PLANS, (act, _sig(out), _sig(input)), _resolve, act, out, input)
 
 
+def _run(act, out, input) -> None:
+    key = (act, input.shape, input.dtype, input.get_device())
+    _host.run(_FAST, key, (out, input), _plan, act, out, input)
+
+
 def act_and_mul_into(act, out, input, schedule=None):
     """The checked launch behind the ops: ``out = act(input[..., :d]) * input[..., d:]``.
 
     ``schedule`` forces one of ``SCHEDULES`` (tests); None is the host's ``SCHEDULE[act]``.
     """
     if schedule is None:
-        _plan(act, out, input)(out, input)
+        _run(act, out, input)
     else:
         _resolve(act, out, input, schedule)(out, input)
 
 
 @public_op("flashinfer_silu_and_mul", mutates_args=("out",))
 def _silu_and_mul(out: torch.Tensor, input: torch.Tensor, enable_pdl: bool | None = None) -> None:
-    _plan("silu", out, input)(out, input)
+    _run("silu", out, input)
 
 
 @public_op("flashinfer_gelu_and_mul", mutates_args=("out",))
 def _gelu_and_mul(out: torch.Tensor, input: torch.Tensor, enable_pdl: bool | None = None) -> None:
-    _plan("gelu", out, input)(out, input)
+    _run("gelu", out, input)
 
 
 @public_op("flashinfer_gelu_tanh_and_mul", mutates_args=("out",))
 def _gelu_tanh_and_mul(
     out: torch.Tensor, input: torch.Tensor, enable_pdl: bool | None = None
 ) -> None:
-    _plan("gelu_tanh", out, input)(out, input)
+    _run("gelu_tanh", out, input)
 
 
 _OPS = {
@@ -174,7 +180,7 @@ def _act_and_mul(act, input, out, enable_pdl):
     if out is None:
         out = _out_like(input)
     if _direct(input):
-        _plan(act, out, input)(out, input)
+        _run(act, out, input)
     else:
         _OPS[act](out, input, enable_pdl)
     return out

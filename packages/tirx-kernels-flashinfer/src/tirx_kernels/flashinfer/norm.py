@@ -188,7 +188,7 @@ def _resolve_rmsnorm(weight_bias: float, out, input, weight) -> Callable:
     fn = _host.main_of(_host_kernel("rmsnorm", dtype, hidden, batch_class(rows), weight_bias))
     in_ok, out_ok = _host.aligned(input, align), _host.aligned(out, align)
     if in_ok and out_ok and input.dim() == 2:
-        return lambda out, input, weight, eps: fn(input, weight, out, eps)
+        return _host.kernel_checked(lambda out, input, weight, eps: fn(input, weight, out, eps))
     if in_ok and out_ok:  # 3D (QK-norm): heads are rows
         return lambda out, input, weight, eps: fn(
             input.view(rows, hidden), weight, out.view(rows, hidden), eps
@@ -216,7 +216,9 @@ def _resolve_fused_add(weight_bias: float, input, residual, weight) -> Callable:
     kernel = _host_kernel("fused_add_rmsnorm", dtype, hidden, batch_class(rows), weight_bias)
     fn = _host.main_of(kernel)
     if _host.aligned(input, align) and _host.aligned(residual, align):
-        return lambda input, residual, weight, eps: fn(input, residual, weight, eps)
+        return _host.kernel_checked(
+            lambda input, residual, weight, eps: fn(input, residual, weight, eps)
+        )
 
     def strided(input, residual, weight, eps):  # in place through contiguous copies
         x, r = input.clone(), residual.clone()
@@ -247,7 +249,9 @@ def _resolve_layernorm(out, input, gemma, beta) -> Callable:
     fn = _host.main_of(_host_kernel("layernorm", "bfloat16", hidden, batch_class(rows), 0.0))
     in_ok, out_ok = _host.aligned(input, 2 * vec), _host.aligned(out, 2 * vec)
     if in_ok and out_ok:
-        return lambda out, input, gemma, beta, eps: fn(input, gemma, beta, out, eps)
+        return _host.kernel_checked(
+            lambda out, input, gemma, beta, eps: fn(input, gemma, beta, out, eps)
+        )
 
     def strided(out, input, gemma, beta, eps):
         x = _rows_view(input, rows, hidden, in_ok)
@@ -260,6 +264,7 @@ def _resolve_layernorm(out, input, gemma, beta) -> Callable:
 
 
 _PLANS: dict = {}
+_FAST: dict = {}  # kernel-checked plans by (op, input's shape, dtype, device): _host.run
 _sig = _host.signature
 
 
@@ -278,37 +283,54 @@ def _layernorm_plan(out, input, gemma, beta) -> Callable:
     return _host.lookup(_PLANS, key, _resolve_layernorm, out, input, gemma, beta)
 
 
+def _run_rmsnorm(weight_bias: float, out, input, weight, eps) -> None:
+    key = (weight_bias, input.shape, input.dtype, input.get_device())
+    args = (out, input, weight, eps)
+    _host.run(_FAST, key, args, _rmsnorm_plan, weight_bias, out, input, weight)
+
+
+def _run_fused_add(weight_bias: float, input, residual, weight, eps) -> None:
+    key = (weight_bias + 2, input.shape, input.dtype, input.get_device())
+    args = (input, residual, weight, eps)
+    _host.run(_FAST, key, args, _fused_add_plan, weight_bias, input, residual, weight)
+
+
+def _run_layernorm(out, input, gemma, beta, eps) -> None:
+    key = (None, input.shape, input.dtype, input.get_device())
+    _host.run(_FAST, key, (out, input, gemma, beta, eps), _layernorm_plan, out, input, gemma, beta)
+
+
 @public_op("flashinfer_rmsnorm", mutates_args=("out",))
 def _rmsnorm(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, eps: float) -> None:
-    _rmsnorm_plan(0.0, out, input, weight)(out, input, weight, eps)
+    _run_rmsnorm(0.0, out, input, weight, eps)
 
 
 @public_op("flashinfer_gemma_rmsnorm", mutates_args=("out",))
 def _gemma_rmsnorm(
     out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> None:
-    _rmsnorm_plan(1.0, out, input, weight)(out, input, weight, eps)
+    _run_rmsnorm(1.0, out, input, weight, eps)
 
 
 @public_op("flashinfer_fused_add_rmsnorm", mutates_args=("input", "residual"))
 def _fused_add_rmsnorm(
     input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> None:
-    _fused_add_plan(0.0, input, residual, weight)(input, residual, weight, eps)
+    _run_fused_add(0.0, input, residual, weight, eps)
 
 
 @public_op("flashinfer_gemma_fused_add_rmsnorm", mutates_args=("input", "residual"))
 def _gemma_fused_add_rmsnorm(
     input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> None:
-    _fused_add_plan(1.0, input, residual, weight)(input, residual, weight, eps)
+    _run_fused_add(1.0, input, residual, weight, eps)
 
 
 @public_op("flashinfer_layernorm", mutates_args=("out",))
 def _layernorm(
     out: torch.Tensor, input: torch.Tensor, gemma: torch.Tensor, beta: torch.Tensor, eps: float
 ) -> None:
-    _layernorm_plan(out, input, gemma, beta)(out, input, gemma, beta, eps)
+    _run_layernorm(out, input, gemma, beta, eps)
 
 
 # The ops' overloads, looked up once (the wrappers run on every call).
@@ -342,7 +364,7 @@ def _rmsnorm_wrapper(name: str, weight_bias: float, op, doc: str) -> Callable:
         if out is None:
             out = torch.empty_like(input)
         if _direct(input):
-            _rmsnorm_plan(weight_bias, out, input, weight)(out, input, weight, eps)
+            _run_rmsnorm(weight_bias, out, input, weight, eps)
         else:
             op(out, input, weight, eps)
         return out
@@ -362,7 +384,7 @@ def _fused_add_wrapper(name: str, weight_bias: float, op, doc: str) -> Callable:
         enable_pdl: bool | None = None,
     ) -> None:
         if _direct(input):
-            _fused_add_plan(weight_bias, input, residual, weight)(input, residual, weight, eps)
+            _run_fused_add(weight_bias, input, residual, weight, eps)
         else:
             op(input, residual, weight, eps)
 
@@ -408,7 +430,7 @@ def layernorm(
     new bfloat16 tensor."""
     out = torch.empty_like(input)
     if _direct(input):
-        _layernorm_plan(out, input, gemma, beta)(out, input, gemma, beta, eps)
+        _run_layernorm(out, input, gemma, beta, eps)
     else:
         _LAYERNORM(out, input, gemma, beta, eps)
     return out

@@ -180,8 +180,10 @@ def _resolve(where, q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_thet
     rs, rt = rcp_f32(rope_scale), rcp_f32(rope_theta)
     if outs and all(_host.aligned(t, 16) for t in (q, k, *outs)):
         rotate_into = _host.main_of(_compiled(*shape, outs=True))
-        return lambda q, k, pos_ids, q_rope, k_rope: rotate_into(
-            q, k, q_rope, k_rope, pos_ids, grid, rs, rt
+        return _host.kernel_checked(
+            lambda q, k, pos_ids, q_rope, k_rope: rotate_into(
+                q, k, q_rope, k_rope, pos_ids, grid, rs, rt
+            )
         )
     ok = [_host.aligned(t, 16) for t in outs or (q, k)]
     if not outs and not all(ok) and all(_token_strided(t) for t in (q, k)):
@@ -189,7 +191,7 @@ def _resolve(where, q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_thet
         return lambda q, k, pos_ids: rotate_strided(q, k, pos_ids, grid, rs, rt)
     fn = _host.main_of(_compiled(*shape))
     if not outs and all(ok):
-        return lambda q, k, pos_ids: fn(q, k, pos_ids, grid, rs, rt)
+        return _host.kernel_checked(lambda q, k, pos_ids: fn(q, k, pos_ids, grid, rs, rt))
 
     def general(q, k, pos_ids, *outs):
         # out of place: copy, then rotate the copies (the kernels rotate in place); strided
@@ -211,6 +213,7 @@ def _resolve(where, q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_thet
 
 
 _PLANS: dict = {}
+_FAST: dict = {}  # kernel-checked plans by shapes, dtypes, device and scalars: _host.run
 _sig = _host.signature
 
 
@@ -227,6 +230,23 @@ def _outplace_plan(q, k, q_rope, k_rope, pos_ids, rotary_dim, interleave, rope_s
     return _host.lookup(_PLANS, key, _resolve, "apply_rope_pos_ids", *args)
 
 
+def _fast_key(q, k, pos_ids, *scalars) -> tuple:
+    """What picks the kernel and its launch scalars (grid, reciprocals); the kernel checks
+    the rest."""
+    return (q.shape, k.shape, q.dtype, pos_ids.dtype, q.get_device(), *scalars)
+
+
+def _run_inplace(q, k, pos_ids, *scalars) -> None:
+    key = (True, *_fast_key(q, k, pos_ids, *scalars))
+    _host.run(_FAST, key, (q, k, pos_ids), _inplace_plan, q, k, pos_ids, *scalars)
+
+
+def _run_outplace(q, k, q_rope, k_rope, pos_ids, *scalars) -> None:
+    key = (False, *_fast_key(q, k, pos_ids, *scalars))
+    args = (q, k, pos_ids, q_rope, k_rope)
+    _host.run(_FAST, key, args, _outplace_plan, q, k, q_rope, k_rope, pos_ids, *scalars)
+
+
 # the parameters both ops take after their tensors (upstream's order), spelled once
 _ROPE_PARAMS = (
     "Tensor pos_ids, SymInt rotary_dim, bool interleave, float rope_scale, float rope_theta"
@@ -238,7 +258,7 @@ _ROPE_PARAMS = (
     schema=f"(Tensor(a0!) q, Tensor(a1!) k, {_ROPE_PARAMS}) -> ()",
 )
 def _apply_rope_pos_ids_inplace(q, k, pos_ids, *scalars) -> None:
-    _inplace_plan(q, k, pos_ids, *scalars)(q, k, pos_ids)
+    _run_inplace(q, k, pos_ids, *scalars)
 
 
 @public_op(
@@ -246,7 +266,7 @@ def _apply_rope_pos_ids_inplace(q, k, pos_ids, *scalars) -> None:
     schema=f"(Tensor q, Tensor k, Tensor(a2!) q_rope, Tensor(a3!) k_rope, {_ROPE_PARAMS}) -> ()",
 )
 def _apply_rope_pos_ids(q, k, q_rope, k_rope, pos_ids, *scalars) -> None:
-    _outplace_plan(q, k, q_rope, k_rope, pos_ids, *scalars)(q, k, pos_ids, q_rope, k_rope)
+    _run_outplace(q, k, q_rope, k_rope, pos_ids, *scalars)
 
 
 _INPLACE = torch.ops.tirx_kernels.flashinfer_apply_rope_pos_ids_inplace.default
@@ -275,13 +295,13 @@ def _rope_wrapper(name: str, in_place: bool, doc: str) -> Callable:
         args = _scalars(q, rotary_dim, interleave, rope_scale, rope_theta)
         if in_place:
             if _direct(q):
-                _inplace_plan(q, k, pos_ids, *args)(q, k, pos_ids)
+                _run_inplace(q, k, pos_ids, *args)
             else:
                 _INPLACE(q, k, pos_ids, *args)
             return None
         q_rope, k_rope = torch.empty_like(q), torch.empty_like(k)
         if _direct(q):
-            _outplace_plan(q, k, q_rope, k_rope, pos_ids, *args)(q, k, pos_ids, q_rope, k_rope)
+            _run_outplace(q, k, q_rope, k_rope, pos_ids, *args)
         else:
             _OUTPLACE(q, k, q_rope, k_rope, pos_ids, *args)
         return q_rope, k_rope
