@@ -54,6 +54,10 @@ def lookup(plans: dict, key: Any, resolve: Callable[..., Callable], *args: Any) 
     return plan
 
 
+def nothing(*args: Any) -> None:
+    """The plan of a call with nothing to do (an empty output)."""
+
+
 @functools.cache
 def main_of(executable: Any) -> Callable:
     """The ``main`` function of a compiled TIRx executable, looked up once (calling the

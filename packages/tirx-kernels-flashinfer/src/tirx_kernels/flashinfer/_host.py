@@ -15,7 +15,6 @@ Measurements: ``docs/overhead.md`` (package root).
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import torch
 
@@ -24,13 +23,22 @@ from tirx_kernels.core.host import (
     kernel_checked,
     lookup,
     main_of,
+    nothing,
     plain_cuda,
     run,
     signature,
 )
 
 # the core helpers, re-exported
-__all__ = ["MAX_PLANS", "kernel_checked", "lookup", "main_of", "run", "signature"]
+__all__ = [
+    "MAX_PLANS",
+    "kernel_checked",
+    "lookup",
+    "main_of",
+    "nothing",
+    "run",
+    "signature",
+]
 
 # TIRX_KERNELS_FLASHINFER_DIRECT=0: every call through the torch.ops op (the fallback switch)
 DIRECT = os.environ.get("TIRX_KERNELS_FLASHINFER_DIRECT", "1") != "0"
@@ -72,7 +80,3 @@ def check_last_dim(where: str, named: dict[str, torch.Tensor]) -> None:
 def aligned(t: torch.Tensor, nbytes: int) -> bool:
     """Whether ``t`` is contiguous and its data is ``nbytes``-aligned (a kernel's layout)."""
     return t.is_contiguous() and t.data_ptr() % nbytes == 0
-
-
-def nothing(*args: Any) -> None:
-    """The plan of a call with nothing to do (zero rows)."""
