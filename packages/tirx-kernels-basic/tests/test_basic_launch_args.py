@@ -13,7 +13,7 @@ import torch
 from tirx_kernels.basic import gemm
 from tirx_kernels.basic._gemm_schedule import TileConfig
 from tirx_kernels.basic._gemm_tirx import make_gemm
-from tirx_kernels.core import testing
+from tirx_kernels.core import host, testing
 
 
 @pytest.fixture
@@ -28,6 +28,8 @@ def launched(monkeypatch):
 
     monkeypatch.setattr(gemm, "compiled_gemm", testing.checked_launches(make, funcs))
     monkeypatch.setattr(gemm, "split_scratch", scratch)
+    monkeypatch.setattr(host, "main_of", lambda executable: executable)
+    monkeypatch.setattr(gemm, "_PLANS", {})
     return funcs
 
 
@@ -62,3 +64,50 @@ def test_rmsnorm_takes_the_16_byte_aligned_tensors_its_op_accepts(offset):
     shapes = ((3, 4096), (4096,), (3, 4096))  # input, weight, out
     args = tuple(testing.offset_copy(torch.zeros(s, dtype=torch.bfloat16), offset) for s in shapes)
     assert testing.launch_mismatches(make_rmsnorm(4096, "bfloat16", 1e-6), args) == []
+
+
+@pytest.fixture
+def on_the_cpu(launched, monkeypatch):
+    """The op's CUDA-only memory check off, so its checks and plans run on CPU tensors."""
+    monkeypatch.setattr(gemm, "check_memory", lambda *args, **kwargs: None)
+    return launched
+
+
+def test_the_op_checks_a_call_signature_once_then_only_launches(on_the_cpu, monkeypatch):
+    resolved = []
+    resolve = gemm._resolve
+    monkeypatch.setattr(gemm, "_resolve", lambda *args: resolved.append(args) or resolve(*args))
+    a, b = _operand(40, 64, False), _operand(32, 64, False)
+    out = torch.empty(40, 32, dtype=torch.bfloat16)
+    for _ in range(3):
+        torch.ops.tirx_kernels.basic_gemm(out, a, b)
+    assert len(resolved) == 1 and len(on_the_cpu) == 3
+    torch.ops.tirx_kernels.basic_gemm(out, a, b, None, 2.0)  # another epilogue
+    torch.ops.tirx_kernels.basic_gemm(out, a, b.t().contiguous().t())  # another layout
+    assert len(resolved) == 3 and len(on_the_cpu) == 5
+    with pytest.raises(ValueError, match="out must be"):  # a failed check caches nothing
+        torch.ops.tirx_kernels.basic_gemm(torch.empty(40, 31, dtype=torch.bfloat16), a, b)
+    assert len(resolved) == 4
+
+
+def test_empty_and_k0_calls_launch_nothing(on_the_cpu):
+    a, b = _operand(0, 64, False), _operand(32, 64, False)
+    assert gemm.gemm(a, b).shape == (0, 32)
+    a, b, bias = _operand(4, 0, False), _operand(32, 0, False), torch.ones(32, dtype=torch.bfloat16)
+    out = torch.full((4, 32), 3.0, dtype=torch.bfloat16)
+    gemm.gemm(a, b, out, bias=bias, beta=2.0)
+    assert torch.equal(out, torch.full((4, 32), 7.0, dtype=torch.bfloat16))
+    assert on_the_cpu == []
+
+
+def test_eager_calls_on_plain_cuda_tensors_skip_the_dispatcher(on_the_cpu, monkeypatch):
+    """What ``gemm`` does for plain CUDA tensors, on CPU ones taken as CUDA: the plan, no op;
+    anything else (here a FakeTensor-like subclass) goes through the op."""
+    monkeypatch.setattr(host, "plain_cuda", lambda t: type(t) is torch.Tensor)
+    ops = []
+    monkeypatch.setattr(gemm, "_gemm", lambda *args: ops.append(args))
+    a, b = _operand(40, 64, False), _operand(32, 64, True)
+    gemm.gemm(a, b)
+    assert ops == [] and len(on_the_cpu) == 1
+    gemm.gemm(a, b, bias=torch.nn.Parameter(torch.zeros(32, dtype=torch.bfloat16)))
+    assert len(ops) == 1 and len(on_the_cpu) == 1

@@ -22,10 +22,11 @@ keyed without M; one kernel per layout). Split-K configs also take a workspace a
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import torch
 
-from tirx_kernels.core import toolchain
+from tirx_kernels.core import host, toolchain
 from tirx_kernels.core.args import check_memory
 from tirx_kernels.core.ops import public_op
 
@@ -33,7 +34,14 @@ from ._args import DTYPE_NAMES, matrix_dtype_name
 from ._gemm_schedule import TileConfig, num_sms, pick_config
 from ._gemm_tirx import make_gemm
 
-__all__ = ["compiled_gemm", "gemm", "gemm_config", "gemm_layout", "launch_gemm"]
+__all__ = [
+    "compiled_gemm",
+    "gemm",
+    "gemm_config",
+    "gemm_launcher",
+    "gemm_layout",
+    "launch_gemm",
+]
 
 
 @functools.cache
@@ -88,6 +96,43 @@ def split_scratch(device: torch.device, floats: int, tiles: int):
     return ws, lock
 
 
+def _ops(bias: torch.Tensor | None, scaled: bool) -> str:
+    """The epilogue kernel family a call needs: the plain ``a @ b.T`` unless it adds a bias
+    or ``scaled`` (alpha or beta is not the default)."""
+    if bias is not None:
+        return "scale_bias"
+    return "scale" if scaled else ""
+
+
+def gemm_launcher(a: torch.Tensor, b: torch.Tensor, config: TileConfig, ops: str) -> Callable:
+    """``launch(out, a, b, bias, alpha, beta)`` of the compiled kernel of ``config`` and
+    ``ops`` for operands laid out as ``a`` and ``b`` are (``a`` (M, K), ``b`` (N, K), each
+    contiguous or a transposed contiguous tensor: :func:`gemm_layout`), unchecked: the
+    kernel takes each operand as stored, split-K its scratch, the epilogue its operands."""
+    (M, K), N = a.shape, b.shape[0]
+    layout = gemm_layout(a, b) or "NT"
+    a_t, b_t = layout[0] == "T", layout[1] == "N"  # stored transposed: hand over x.t()
+    fn = host.main_of(compiled_gemm(N, K, DTYPE_NAMES[a.dtype], config, ops, layout))
+    if config.split == 1 and not ops:
+
+        def plain(out, a, b, bias, alpha, beta):
+            fn(a.t() if a_t else a, b.t() if b_t else b, out)
+
+        return plain
+    tiles = -(-M // config.bm) * -(-N // config.bn) if config.split > 1 else 1
+    floats = config.split * tiles * config.bm * config.bn if config.split > 1 else 4
+
+    def with_scratch(out, a, b, bias, alpha, beta):
+        ws, lock = split_scratch(a.device, floats, tiles)  # unread without split-K
+        operands = (a.t() if a_t else a, b.t() if b_t else b, out, ws, lock)
+        if not ops:
+            fn(*operands)
+        else:  # a 1-D placeholder for the bias "scale" does not read
+            fn(*operands, out.view(-1) if bias is None else bias, float(alpha), float(beta))
+
+    return with_scratch
+
+
 def launch_gemm(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -97,25 +142,9 @@ def launch_gemm(
     alpha: float = 1.0,
     beta: float = 0.0,
 ):
-    """Run the compiled kernel of ``config`` on valid arguments (``a`` (M, K), ``b`` (N, K),
-    each contiguous or a transposed contiguous tensor: :func:`gemm_layout`): split-K with its
-    scratch, the scale/bias epilogue when ``bias``, ``alpha`` or ``beta`` asks for it."""
-    (M, K), N = a.shape, b.shape[0]
-    layout = gemm_layout(a, b) or "NT"
-    a, b = (a if layout[0] == "N" else a.t()), (b if layout[1] == "T" else b.t())
-    ops = "scale_bias" if bias is not None else ("" if (alpha, beta) == (1.0, 0.0) else "scale")
-    ex = compiled_gemm(N, K, DTYPE_NAMES[a.dtype], config, ops, layout)
-    if config.split == 1 and not ops:
-        ex(a, b, out)
-        return
-    tiles = -(-M // config.bm) * -(-N // config.bn) if config.split > 1 else 1
-    floats = config.split * tiles * config.bm * config.bn if config.split > 1 else 4
-    ws, lock = split_scratch(a.device, floats, tiles)  # unread without split-K
-    if not ops:
-        ex(a, b, out, ws, lock)
-        return
-    placeholder = out.view(-1) if bias is None else bias  # 1-D, unread by "scale"
-    ex(a, b, out, ws, lock, placeholder, float(alpha), float(beta))
+    """Run the compiled kernel of ``config`` on valid arguments (:func:`gemm_launcher`)."""
+    ops = _ops(bias, (alpha, beta) != (1.0, 0.0))
+    gemm_launcher(a, b, config, ops)(out, a, b, bias, alpha, beta)
 
 
 def _check(
@@ -203,6 +232,37 @@ def check_operands(
     return layout
 
 
+_PLANS: dict = {}
+_sig = host.signature
+
+
+def _plan(out, a, b, bias, scaled: bool) -> Callable:
+    """The checked launch of one call signature, ``plan(out, a, b, bias, alpha, beta)``
+    (:mod:`tirx_kernels.core.host`); ``scaled``: alpha or beta is not the default."""
+    key = (scaled, _sig(out), _sig(a), _sig(b), None if bias is None else _sig(bias))
+    return host.lookup(_PLANS, key, _resolve, out, a, b, bias, scaled)
+
+
+def _resolve(out, a, b, bias, scaled: bool) -> Callable:
+    _check(out, a, b, bias)
+    (M, K), N = a.shape, b.shape[0]
+    if not M or not N:  # an empty output has nothing to launch
+        return host.nothing
+    if not K:
+        return _no_k
+    return gemm_launcher(a, b, gemm_config(M, N, K), _ops(bias, scaled))
+
+
+def _no_k(out, a, b, bias, alpha, beta) -> None:
+    """K = 0: a sum over nothing is zero (the kernel needs K >= 1)."""
+    if beta:
+        out.mul_(beta)
+    else:
+        out.zero_()
+    if bias is not None:
+        out.add_(bias)
+
+
 @public_op("basic_gemm", mutates_args=("out",))
 def _gemm(
     out: torch.Tensor,
@@ -212,19 +272,13 @@ def _gemm(
     alpha: float = 1.0,
     beta: float = 0.0,
 ) -> None:
-    _check(out, a, b, bias)
-    (M, K), N = a.shape, b.shape[0]
-    if not M or not N:  # an empty output has nothing to launch
-        return
-    if not K:  # the kernel needs K >= 1; a sum over nothing is zero
-        if beta:
-            out.mul_(beta)
-        else:
-            out.zero_()
-        if bias is not None:
-            out.add_(bias)
-        return
-    launch_gemm(a, b, out, gemm_config(M, N, K), bias, alpha, beta)
+    _plan(out, a, b, bias, (alpha, beta) != (1.0, 0.0))(out, a, b, bias, alpha, beta)
+
+
+def _direct(out, a, b, bias) -> bool:
+    """Whether an eager call may skip the dispatcher (:func:`host.plain_cuda`)."""
+    plain = type(out) is torch.Tensor and type(b) is torch.Tensor
+    return plain and host.plain_cuda(a) and (bias is None or type(bias) is torch.Tensor)
 
 
 def gemm(
@@ -244,5 +298,8 @@ def gemm(
             raise ValueError("gemm: beta != 0 reads out; pass out (M, N) holding C")
         # (M, N) for valid 2-D arguments; any shape otherwise, so the op's check reports them
         out = a.new_empty(a.shape[:-1] + b.shape[:1])
-    _gemm(out, a, b, bias, alpha, beta)
+    if _direct(out, a, b, bias):  # checked once per signature, then launched
+        _plan(out, a, b, bias, (alpha, beta) != (1.0, 0.0))(out, a, b, bias, alpha, beta)
+    else:
+        _gemm(out, a, b, bias, alpha, beta)
     return out
