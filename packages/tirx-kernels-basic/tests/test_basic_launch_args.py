@@ -111,3 +111,53 @@ def test_eager_calls_on_plain_cuda_tensors_skip_the_dispatcher(on_the_cpu, monke
     assert ops == [] and len(on_the_cpu) == 1
     gemm.gemm(a, b, bias=torch.nn.Parameter(torch.zeros(32, dtype=torch.bfloat16)))
     assert len(ops) == 1 and len(on_the_cpu) == 1
+
+
+@pytest.mark.parametrize("a_t, b_t", [(False, False), (False, True), (True, False), (True, True)])
+def test_matmul_plans_launch_what_the_kernel_takes(on_the_cpu, monkeypatch, a_t, b_t):
+    from tirx_kernels.basic import mm
+
+    monkeypatch.setattr(mm, "_PLANS", {})
+    a, b = _operand(40, 64, a_t), _operand(64, 32, b_t)  # (M, K) and (K, N)
+    out = torch.empty(40, 32, dtype=torch.bfloat16)
+    for _ in range(2):
+        torch.ops.tirx_kernels.basic_matmul(out, a, b)
+    assert len(on_the_cpu) == 2
+    out.fill_(1.0)
+    torch.ops.tirx_kernels.basic_matmul(out, _operand(40, 0, a_t), _operand(0, 32, b_t))
+    assert len(on_the_cpu) == 2 and not out.any()  # K = 0: zeros, nothing launched
+
+
+def test_rmsnorm_plans_reuse_the_kernel_checked_launch(monkeypatch):
+    """The op on CPU tensors (memory checks off) against a stand-in that refuses what the
+    kernel's host function refuses: one resolution for repeated calls of a shape; a strided
+    input of that shape or a bad weight gets the op's own ValueError."""
+    from tirx_kernels.basic import norm
+    from tirx_kernels.basic._rmsnorm_tirx import make_rmsnorm
+
+    launched, resolved = [], []
+    monkeypatch.setattr(norm, "compiled_rmsnorm", testing.checked_launches(make_rmsnorm, launched))
+    monkeypatch.setattr(host, "main_of", lambda executable: executable)
+    monkeypatch.setattr(norm, "check_memory", _contiguous_only)
+    monkeypatch.setattr(norm, "_PLANS", {})
+    monkeypatch.setattr(norm, "_FAST", {})
+    resolve = norm._resolve
+    monkeypatch.setattr(norm, "_resolve", lambda *args: resolved.append(args) or resolve(*args))
+    x, w = torch.zeros(3, 4096, dtype=torch.bfloat16), torch.ones(4096, dtype=torch.bfloat16)
+    out = torch.empty_like(x)
+    for _ in range(3):
+        torch.ops.tirx_kernels.basic_rmsnorm(out, x, w, 1e-6)
+    assert len(resolved) == 1 and len(launched) == 3
+    strided = torch.zeros(3, 8192, dtype=torch.bfloat16)[:, :4096]
+    with pytest.raises(ValueError, match="rmsnorm: input must be contiguous"):
+        torch.ops.tirx_kernels.basic_rmsnorm(out, strided, w, 1e-6)
+    with pytest.raises(ValueError, match="rmsnorm: weight must have input's dtype"):
+        torch.ops.tirx_kernels.basic_rmsnorm(out, x, w.half(), 1e-6)
+    torch.ops.tirx_kernels.basic_rmsnorm(out, x, w, 1e-5)  # eps is compiled in: a new plan
+    assert len(resolved) == 4
+
+
+def _contiguous_only(fn, name, t, device, *, contiguous=True):
+    """check_memory without its CUDA check (CPU tensors)."""
+    if contiguous and not t.is_contiguous():
+        raise ValueError(f"{fn}: {name} must be contiguous; pass {name}.contiguous()")

@@ -47,11 +47,16 @@ def _operands(M, K, N, layout, dtype=BF16, device="cpu"):
 
 @pytest.mark.parametrize("layout", ["NT", "NN", "TN", "TT"])
 def test_each_operand_combination_reaches_its_layout_without_a_copy(layout, monkeypatch):
-    """The op hands launch_gemm views of the caller's storage (same data pointers) whose
+    """The op hands the launch views of the caller's storage (same data pointers) whose
     strides give ``layout``; memory checks are stubbed (CPU tensors)."""
     calls = []
     monkeypatch.setattr(gemm_module, "check_memory", lambda *args, **kwargs: None)
-    monkeypatch.setattr(mm, "launch_gemm", lambda a, bt, out, config: calls.append((a, bt)))
+    monkeypatch.setattr(mm, "_PLANS", {})
+
+    def launcher(a, bt, config, ops):
+        return lambda out, a, bt, bias, alpha, beta: calls.append((a, bt))
+
+    monkeypatch.setattr(mm, "gemm_launcher", launcher)
     a, b = _operands(40, 64, 32, layout)
     out = torch.empty(40, 32, dtype=BF16)
     torch.ops.tirx_kernels.basic_matmul(out, a, b)

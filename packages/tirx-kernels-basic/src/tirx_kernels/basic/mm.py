@@ -19,12 +19,15 @@ custom op: eager, CUDA graphs, ``torch.compile(fullgraph=True)``); ``matmul`` al
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
+from tirx_kernels.core import host
 from tirx_kernels.core.ops import public_op
 
 from ._args import matrix_dtype_name
-from .gemm import check_operands, gemm_config, launch_gemm
+from .gemm import check_operands, gemm_config, gemm_launcher
 
 __all__ = ["matmul"]
 
@@ -46,23 +49,42 @@ def _check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> str:
     return check_operands(fn, out, a, b.t(), n_of_b="b.shape[1]")
 
 
-@public_op("basic_matmul", mutates_args=("out",))
-def _matmul(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+_PLANS: dict = {}
+_sig = host.signature
+
+
+def _plan(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> Callable:
+    """The checked launch of one call signature, ``plan(out, a, b)``
+    (:mod:`tirx_kernels.core.host`)."""
+    return host.lookup(_PLANS, (_sig(out), _sig(a), _sig(b)), _resolve, out, a, b)
+
+
+def _resolve(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> Callable:
     _check(out, a, b)
     (M, K), N = a.shape, b.shape[1]
     if not M or not N:  # an empty output has nothing to launch
-        return
+        return host.nothing
     if not K:  # the kernel needs K >= 1; a sum over nothing is zero
-        out.zero_()
-        return
-    launch_gemm(a, b.t(), out, gemm_config(M, N, K))
+        return lambda out, a, b: out.zero_()
+    launch = gemm_launcher(a, b.t(), gemm_config(M, N, K), "")
+    return lambda out, a, b: launch(out, a, b.t(), None, 1.0, 0.0)
+
+
+@public_op("basic_matmul", mutates_args=("out",))
+def _matmul(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    _plan(out, a, b)(out, a, b)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """``a @ b`` for ``a`` (M, K) and ``b`` (K, N), each contiguous or a transposed
-    contiguous tensor (module docstring); writes ``out`` (M, N) when given and returns it."""
+    contiguous tensor (module docstring); writes ``out`` (M, N) when given and returns it.
+    Eager calls on plain CUDA tensors are checked once per call signature and launched
+    directly (:mod:`tirx_kernels.core.host`); others take the op."""
     if out is None:
         # (M, N) for valid 2-D arguments; any shape otherwise, so the op's check reports them
         out = a.new_empty(a.shape[:-1] + b.shape[-1:])
-    _matmul(out, a, b)
+    if type(out) is torch.Tensor and type(b) is torch.Tensor and host.plain_cuda(a):
+        _plan(out, a, b)(out, a, b)
+    else:
+        _matmul(out, a, b)
     return out

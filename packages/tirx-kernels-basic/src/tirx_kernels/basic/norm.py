@@ -15,7 +15,7 @@ import functools
 
 import torch
 
-from tirx_kernels.core import toolchain
+from tirx_kernels.core import host, toolchain
 from tirx_kernels.core.ops import public_op
 
 from ._args import check_memory, dtype_name
@@ -70,19 +70,46 @@ def _check(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor) -> str:
     return dtype
 
 
+_PLANS: dict = {}
+_FAST: dict = {}  # the kernel-checked plans by (eps, input's shape, dtype, device)
+_sig = host.signature
+
+
+def _plan(eps: float, out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor):
+    """The checked launch of one call signature, ``plan(out, input, weight)``
+    (:mod:`tirx_kernels.core.host`); eps is a kernel constant, so part of the key."""
+    key = (eps, _sig(out), _sig(input), _sig(weight))
+    return host.lookup(_PLANS, key, _resolve, eps, out, input, weight)
+
+
+def _resolve(eps: float, out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor):
+    dtype = _check(out, input, weight)
+    if not input.shape[0]:  # an empty batch has nothing to launch
+        return host.nothing
+    fn = host.main_of(compiled_rmsnorm(input.shape[1], dtype, eps))
+    return host.kernel_checked(lambda out, input, weight: fn(input, weight, out))
+
+
+def _run(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, eps: float) -> None:
+    key = (eps, input.shape, input.dtype, input.get_device())
+    host.run(_FAST, key, (out, input, weight), _plan, eps, out, input, weight)
+
+
 @public_op("basic_rmsnorm", mutates_args=("out",))
 def _rmsnorm(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, eps: float) -> None:
-    dtype = _check(out, input, weight)
-    if input.shape[0]:  # an empty batch has nothing to launch
-        compiled_rmsnorm(input.shape[1], dtype, eps)(input, weight, out)
+    _run(out, input, weight, eps)
 
 
 def rmsnorm(
     input: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: torch.Tensor | None = None
 ) -> torch.Tensor:
     """RMSNorm over the last dimension of ``input`` (batch, hidden); writes ``out`` when
-    given (same shape and dtype as ``input``) and returns it."""
+    given (same shape and dtype as ``input``) and returns it. Eager calls on plain CUDA
+    tensors skip the torch dispatcher (:mod:`tirx_kernels.core.host`)."""
     if out is None:
         out = torch.empty_like(input)
-    _rmsnorm(out, input, weight, eps)
+    if type(out) is torch.Tensor and type(weight) is torch.Tensor and host.plain_cuda(input):
+        _run(out, input, weight, eps)
+    else:
+        _rmsnorm(out, input, weight, eps)
     return out
