@@ -182,3 +182,19 @@ def test_the_varlen_op_refuses_outputs_the_kernel_would_overrun(launched, name, 
             outputs["out"], outputs["lse"], q, q, q, 6, cu, cu, 0.1, False
         )
     assert not launched
+
+
+def test_tensors_at_any_legal_offset_launch_and_others_are_named(launched):
+    """q at 16 bytes past a 64-byte boundary and cu_seqlens at an element offset (slices of
+    larger tensors) launch as they are; q off 16 bytes is the op's ValueError naming it,
+    not a refusal from the kernel's host function."""
+    q, kv = torch.zeros(2, 33, 4, 128, dtype=torch.bfloat16), torch.zeros(2, 20, 2, 128)
+    kv = kv.to(torch.bfloat16)
+    flash_attn_func(testing.offset_copy(q, 16), kv, kv)
+    cu_q = testing.offset_copy(torch.tensor([0, 4, 10], dtype=torch.int32), 4)
+    cu_k = torch.tensor([0, 5, 12], dtype=torch.int32)
+    packed = torch.zeros(12, 1, 128, dtype=torch.bfloat16)
+    flash_attn_varlen_func(q.view(-1, 4, 128)[:10], packed, packed, cu_q, cu_k, 6, 7)
+    assert len(launched) == 2
+    with pytest.raises(ValueError, match=r"q: must be 16-byte aligned.*pass q\.clone\(\)"):
+        flash_attn_func(testing.misaligned_like(q).zero_(), kv, kv)

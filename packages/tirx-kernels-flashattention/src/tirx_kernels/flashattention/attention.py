@@ -97,6 +97,7 @@ def _plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> Ca
 
 def _resolve(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> Callable:
     _check(q, k, v, _LAYOUT)
+    _check_aligned(q, k, v)
     batch, seqlen_q, heads_q, _ = q.shape
     seqlen_k = k.shape[1]
     if batch * seqlen_q * heads_q == 0:
@@ -125,6 +126,7 @@ def _varlen_plan(q, k, v, cu_seqlens_q, cu_seqlens_k, causal: bool) -> Callable:
 
 def _resolve_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, causal: bool) -> Callable:
     _check(q, k, v, _VARLEN_LAYOUT)
+    _check_aligned(q, k, v)
     _check_cu_seqlens(q, cu_seqlens_q, cu_seqlens_k)
     total_q, heads_q, _ = q.shape
     if total_q * heads_q * (cu_seqlens_q.shape[0] - 1) == 0:
@@ -245,6 +247,16 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: str) -> No
     big = max(q.numel(), k.numel(), v.numel(), q.numel() // q.shape[-1] * v.shape[-1])
     if big >= 2**31:
         raise ValueError("q, k, v: every tensor must have < 2^31 elements (int32 indexing)")
+
+
+def _check_aligned(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """The 16-byte alignment TMA needs (real tensors only: a FakeTensor has no address)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.data_ptr() % 16:
+            raise ValueError(
+                f"{name}: must be 16-byte aligned (TMA loads it); a view at an offset is not: "
+                f"pass {name}.clone()"
+            )
 
 
 def _scale(q: torch.Tensor, softmax_scale: float | None) -> float:
