@@ -9,6 +9,7 @@ import inspect
 import pytest
 import torch
 
+from tirx_kernels.core import testing
 from tirx_kernels.core.ops import is_registered
 from tirx_kernels.flashmla import decode
 from tirx_kernels.flashmla._mla_decode_schedule import (
@@ -135,6 +136,10 @@ def test_bad_metadata_arguments(kw, match):
             "tile_scheduler_metadata",
         ),
         (dict(q=torch.zeros(2, 1, 16, 576, dtype=torch.bfloat16)[:, :, :, :]), "CUDA"),
+        (
+            dict(q=testing.misaligned_like(torch.zeros(2, 1, 16, 576, dtype=torch.bfloat16))),
+            r"q must be 16-byte aligned .*q\.clone\(\)",
+        ),
     ],
 )
 def test_bad_arguments_raise_value_errors_naming_them(kw, match):

@@ -275,6 +275,12 @@ def check_args(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, num_spl
         _fail("tile_scheduler_metadata", "must hold at least one part")
     if (batch + meta.shape[0]) * s_q * h_q * D_V >= 2**31:
         _fail("q", "is too large: the split accumulators would hold 2**31 elements or more")
+    for name in ("q", "k_cache"):  # TMA/cp.async 16-byte copies (a FakeTensor has no address)
+        t = tensors[name]
+        if type(t) is torch.Tensor and t.data_ptr() % 16:
+            _fail(
+                name, f"must be 16-byte aligned (a view at an offset is not); pass {name}.clone()"
+            )
     if dev.type != "cuda":
         _fail("q", "must be a CUDA tensor")
 
