@@ -83,8 +83,10 @@ def test_the_op_checks_a_call_signature_once_then_only_launches(on_the_cpu, monk
         torch.ops.tirx_kernels.basic_gemm(out, a, b)
     assert len(resolved) == 1 and len(on_the_cpu) == 3
     torch.ops.tirx_kernels.basic_gemm(out, a, b, None, 2.0)  # another epilogue
-    torch.ops.tirx_kernels.basic_gemm(out, a, b.t().contiguous().t())  # another layout
-    assert len(resolved) == 3 and len(on_the_cpu) == 5
+    # another layout of the same shapes: the NT plan's kernel refuses it first (the stand-in
+    # records that attempt), then its own plan runs
+    torch.ops.tirx_kernels.basic_gemm(out, a, b.t().contiguous().t())
+    assert len(resolved) == 3 and len(on_the_cpu) == 6
     with pytest.raises(ValueError, match="out must be"):  # a failed check caches nothing
         torch.ops.tirx_kernels.basic_gemm(torch.empty(40, 31, dtype=torch.bfloat16), a, b)
     assert len(resolved) == 4
@@ -161,3 +163,20 @@ def _contiguous_only(fn, name, t, device, *, contiguous=True):
     """check_memory without its CUDA check (CPU tensors)."""
     if contiguous and not t.is_contiguous():
         raise ValueError(f"{fn}: {name} must be contiguous; pass {name}.contiguous()")
+
+
+def test_a_repeated_plain_gemm_builds_no_signature_key(on_the_cpu, monkeypatch):
+    """a @ b.T in the NT layout without an epilogue hands the kernel the caller's tensors, so
+    a repeated call finds its plan by shapes, dtype and device alone (the kernel checks the
+    rest); an epilogue call keeps its per-signature key."""
+    keys = []
+    monkeypatch.setattr(gemm, "_sig", lambda t: keys.append(t.shape) or host.signature(t))
+    monkeypatch.setattr(gemm, "_FAST", {})
+    a, b = _operand(16, 64, False), _operand(32, 64, False)
+    out = torch.empty(16, 32, dtype=torch.bfloat16)
+    for _ in range(3):
+        torch.ops.tirx_kernels.basic_gemm(out, a, b)
+    assert len(keys) == 3 and len(on_the_cpu) == 3
+    for _ in range(2):
+        torch.ops.tirx_kernels.basic_gemm(out, a, b, None, 2.0)
+    assert len(keys) == 9 and len(on_the_cpu) == 5

@@ -113,12 +113,14 @@ def gemm_launcher(a: torch.Tensor, b: torch.Tensor, config: TileConfig, ops: str
     layout = gemm_layout(a, b) or "NT"
     a_t, b_t = layout[0] == "T", layout[1] == "N"  # stored transposed: hand over x.t()
     fn = host.main_of(compiled_gemm(N, K, DTYPE_NAMES[a.dtype], config, ops, layout))
+    # NT without an epilogue hands the kernel the caller's a, b and out as they are
+    as_they_are = host.kernel_checked if layout == "NT" and not ops else (lambda plan: plan)
     if config.split == 1 and not ops:
 
         def plain(out, a, b, bias, alpha, beta):
             fn(a.t() if a_t else a, b.t() if b_t else b, out)
 
-        return plain
+        return as_they_are(plain)
     tiles = -(-M // config.bm) * -(-N // config.bn) if config.split > 1 else 1
     floats = config.split * tiles * config.bm * config.bn if config.split > 1 else 4
 
@@ -130,7 +132,7 @@ def gemm_launcher(a: torch.Tensor, b: torch.Tensor, config: TileConfig, ops: str
         else:  # a 1-D placeholder for the bias "scale" does not read
             fn(*operands, out.view(-1) if bias is None else bias, float(alpha), float(beta))
 
-    return with_scratch
+    return as_they_are(with_scratch)
 
 
 def launch_gemm(
@@ -233,6 +235,7 @@ def check_operands(
 
 
 _PLANS: dict = {}
+_FAST: dict = {}  # kernel-checked plans of a @ b.T by (a's and b's shapes, dtype, device)
 _sig = host.signature
 
 
@@ -263,6 +266,17 @@ def _no_k(out, a, b, bias, alpha, beta) -> None:
         out.add_(bias)
 
 
+def _run(out, a, b, bias, alpha, beta) -> None:
+    """One call: a plain ``a @ b.T`` by a coarse key (:func:`host.run`: the kernel checks the
+    tensors), an epilogue by its call signature."""
+    scaled = (alpha, beta) != (1.0, 0.0)
+    if bias is None and not scaled:
+        key = (a.shape, b.shape, a.dtype, a.get_device())
+        host.run(_FAST, key, (out, a, b, None, 1.0, 0.0), _plan, out, a, b, None, False)
+    else:
+        _plan(out, a, b, bias, scaled)(out, a, b, bias, alpha, beta)
+
+
 @public_op("basic_gemm", mutates_args=("out",))
 def _gemm(
     out: torch.Tensor,
@@ -272,7 +286,7 @@ def _gemm(
     alpha: float = 1.0,
     beta: float = 0.0,
 ) -> None:
-    _plan(out, a, b, bias, (alpha, beta) != (1.0, 0.0))(out, a, b, bias, alpha, beta)
+    _run(out, a, b, bias, alpha, beta)
 
 
 def _direct(out, a, b, bias) -> bool:
@@ -299,7 +313,7 @@ def gemm(
         # (M, N) for valid 2-D arguments; any shape otherwise, so the op's check reports them
         out = a.new_empty(a.shape[:-1] + b.shape[:1])
     if _direct(out, a, b, bias):  # checked once per signature, then launched
-        _plan(out, a, b, bias, (alpha, beta) != (1.0, 0.0))(out, a, b, bias, alpha, beta)
+        _run(out, a, b, bias, alpha, beta)
     else:
         _gemm(out, a, b, bias, alpha, beta)
     return out
