@@ -262,9 +262,9 @@ def make_gemm(
             T.ptx.setmaxnreg.dec.sync.aligned.u32(_PRODUCER_REGS)
             if tid == 0:
                 for u in T.serial(first, units, step=ctas):
-                    cm, tn = dsl.grouped_tile(T.truncmod(u, total), num_cm, num_n, group)
+                    cm, tn = dsl.grouped_tile(_tile_of(u, total, split), num_cm, num_n, group)
                     tm = cm * cluster_m + rank
-                    k0, k1 = _k_range(T.truncdiv(u, total), ktiles, split)
+                    k0, k1 = _k_range(_split_of(u, total, split), ktiles, split)
                     # A boxes holding a row < M (at least one: rows of a cluster's spare
                     # tile past M are zero-filled)
                     boxes = T.max(T.min(T.ceildiv(M - tm * BM, a_box), n_boxes), 1)
@@ -300,8 +300,9 @@ def make_gemm(
         else:
             T.ptx.setmaxnreg.inc.sync.aligned.u32(_CONSUMER_REGS)
             acc = T.alloc_local((WN // 2,), "float32")
-            last = T.alloc_shared((1,), "int32")  # this unit stores the tile (split-K: last)
-            tmp = T.local_scalar("float32")
+            if T.constexpr(split > 1):
+                last = T.alloc_shared((1,), "int32")  # this unit is the tile's last split
+                tmp = T.local_scalar("float32")
             packed = T.local_scalar("uint32")
             packed4 = T.alloc_local((4,), "uint32")
             lane = tid % 32
@@ -309,10 +310,10 @@ def make_gemm(
             a_wg = T.cast((wg - 1) * a_wg_bytes, "uint32")
             b_wg = T.cast((wg - 1) * b_wg_bytes, "uint32")
             for u in T.serial(first, units, step=ctas):
-                t = T.truncmod(u, total)
+                t, part = _tile_of(u, total, split), _split_of(u, total, split)
                 cm, tn = dsl.grouped_tile(t, num_cm, num_n, group)
                 tm = cm * cluster_m + rank
-                k0, k1 = _k_range(T.truncdiv(u, total), ktiles, split)
+                k0, k1 = _k_range(part, ktiles, split)
                 for kt in T.serial(k0, k1):
                     ring.consumer_wait()
                     da = dsl.descriptor(
@@ -347,9 +348,7 @@ def make_gemm(
                 if T.constexpr(split == 1):
                     store_tile(C, acc, arena, base, tm, tn, wg, packed, packed4, BIAS, alpha, beta)
                 else:
-                    _split_reduce(
-                        acc, WS, LOCK, t, T.truncdiv(u, total), tid - 128, last, tmp, split, WN
-                    )
+                    _split_reduce(acc, WS, LOCK, t, part, tid - 128, last, tmp, split, WN)
                     if last[0] == 1:
                         store_tile(
                             C, acc, arena, base, tm, tn, wg, packed, packed4, BIAS, alpha, beta
@@ -428,6 +427,17 @@ def _operand(mn_major, rows, mode):
         return mnmajor_descriptor_base(mode, BK), steps
     steps = [kstep_offset(k, rows=rows, elem_bytes=2, mode=mode) for k in range(BK // 16)]
     return kmajor_descriptor_base(mode, rows), steps
+
+
+def _tile_of(u, total, split):
+    """Tile of work unit ``u``: without split-K, ``u`` itself (``u < total``), sparing each
+    tile a division by the run-time tile count on the way to its first load."""
+    return u if split == 1 else T.truncmod(u, total)
+
+
+def _split_of(u, total, split):
+    """Split-K slice of work unit ``u`` (units are split-major)."""
+    return 0 if split == 1 else T.truncdiv(u, total)
 
 
 def _k_range(s, ktiles, split):
