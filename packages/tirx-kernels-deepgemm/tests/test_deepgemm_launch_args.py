@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tirx_kernels.core import testing
+from tirx_kernels.core import host, testing
 from tirx_kernels.deepgemm import fp8_gemm, m_grouped
 from tirx_kernels.deepgemm._gemm_1d2d_tirx import make_gemm_1d2d
 from tirx_kernels.deepgemm._gemm_tirx import make_fp8_gemm_nt
@@ -36,6 +36,8 @@ def launched(monkeypatch):
     monkeypatch.setattr(
         fp8_gemm, "compiled_fp8_gemm_nt", testing.checked_launches(make_fp8_gemm_nt, funcs)
     )
+    monkeypatch.setattr(host, "main_of", lambda executable: executable)
+    monkeypatch.setattr(fp8_gemm, "_PLANS", {})  # plans of real kernels from other tests
     return funcs
 
 
@@ -48,6 +50,24 @@ def test_fp8_gemm_nt_launch_matches_the_kernel(launched, monkeypatch, schedule, 
     b = (torch.zeros(N, K, dtype=E4M3), torch.ones(N // 128, K // 128, dtype=F32))
     fp8_gemm.fp8_gemm_nt(a, b, torch.empty(M, N, dtype=BF16))
     assert len(launched) == 1
+
+
+def test_fp8_gemm_nt_picks_its_kernel_once_per_call_signature(launched, monkeypatch):
+    """The tile model runs on the first call of a signature only; a new M runs it again."""
+    picks = []
+
+    def pick_layout(*args):
+        picks.append(args[0])
+        return (128, 128, 1)
+
+    monkeypatch.setattr(fp8_gemm, "pick_layout", pick_layout)
+    N, K = 256, 384
+    b = (torch.zeros(N, K, dtype=E4M3), torch.ones(N // 128, K // 128, dtype=F32))
+    for M in (200, 200, 200, 64):
+        a = (torch.zeros(M, K, dtype=E4M3), torch.ones(M, K // 128, dtype=F32))
+        fp8_gemm.fp8_gemm_nt(a, b, torch.empty(M, N, dtype=BF16))
+    assert picks == [200, 64]
+    assert len(launched) == 4
 
 
 @pytest.mark.parametrize("G", [1, 3])

@@ -28,10 +28,11 @@ M * K, M * N < 2^31. Anything else raises ValueError naming the argument.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import torch
 
-from tirx_kernels.core import toolchain
+from tirx_kernels.core import host, toolchain
 from tirx_kernels.core.args import check_memory
 from tirx_kernels.core.ops import public_op
 
@@ -143,20 +144,37 @@ def _sfa_mn_major(sfa: torch.Tensor) -> torch.Tensor:
     return sfa.t().contiguous()
 
 
+_PLANS: dict = {}
+_sig = host.signature
+
+
+def _plan(d, a, sfa, b, sfb) -> Callable:
+    """The checked launch of one call signature, ``plan(d, a, sfa, b, sfb)``; the schedule
+    switches are part of the key, as they are read at each call."""
+    key = (schedule(), multicast(), _sig(d), _sig(a), _sig(sfa), _sig(b), _sig(sfb))
+    return host.lookup(_PLANS, key, _resolve, d, a, sfa, b, sfb)
+
+
+def _resolve(d, a, sfa, b, sfb) -> Callable:
+    """Check a call and pick its kernel once: the tile model walks every candidate layout,
+    which costs more than the launch."""
+    M, N, K = _check(d, a, sfa, b, sfb)
+    if M == 0:
+        return host.nothing
+    if schedule() == "basic":
+        basic = host.main_of(compiled_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms())))
+        return lambda d, a, sfa, b, sfb: basic(a, b, _sfa_mn_major(sfa), sfb.contiguous(), d)
+    bm, bn, cluster = pick_layout(M, N, K, num_sms(), multicast())
+    kernel = host.main_of(compiled_gemm_1d2d("normal", N, K, bm, bn, cluster=cluster))
+    index = no_index(a.device)
+    return lambda d, a, sfa, b, sfb: kernel(a, b, _sfa_mn_major(sfa), sfb.contiguous(), d, index)
+
+
 @public_op("deepgemm_fp8_gemm_nt", mutates_args=("d",))
 def _fp8_gemm_nt(
     d: torch.Tensor, a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor
 ) -> None:
-    M, N, K = _check(d, a, sfa, b, sfb)
-    if M == 0:
-        return
-    if schedule() == "basic":
-        kernel = compiled_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms()))
-        kernel(a, b, _sfa_mn_major(sfa), sfb.contiguous(), d)
-        return
-    bm, bn, cluster = pick_layout(M, N, K, num_sms(), multicast())
-    kernel = compiled_gemm_1d2d("normal", N, K, bm, bn, cluster=cluster)
-    kernel(a, b, _sfa_mn_major(sfa), sfb.contiguous(), d, no_index(a.device))
+    _plan(d, a, sfa, b, sfb)(d, a, sfa, b, sfb)
 
 
 def fp8_gemm_nt(
@@ -178,4 +196,8 @@ def fp8_gemm_nt(
     for name, pair in (("a", a), ("b", b)):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise ValueError(f"{_FN}: {name} must be a pair ({name}, sf{name}) of tensors")
-    _fp8_gemm_nt(d, a[0], a[1], b[0], b[1])
+    args = (d, a[0], a[1], b[0], b[1])
+    if host.plain_cuda(d) and all(type(t) is torch.Tensor for t in args[1:]):
+        _plan(*args)(*args)  # the op's body without the dispatcher (tirx_kernels.core.host)
+    else:
+        _fp8_gemm_nt(*args)
