@@ -32,6 +32,9 @@ esac
 exit 0
 """
 
+# the validate steps a pytest-only run leaves out (the others are off unless set)
+ONLY_PYTEST = {"TEST_ARGS": "skip", "SUITE_ARGS": "skip"}
+
 
 def _checkout(tmp_path: Path) -> tuple[Path, dict]:
     repo = tmp_path / "repo"
@@ -94,7 +97,7 @@ def test_validate_records_each_pytest_failure_as_it_happens(tmp_path):
         "import time\n\ndef test_broken():\n    assert 1 == 2\n\n"
         "def test_slow():\n    time.sleep(30)\n"
     )
-    env.update(TEST_ARGS="skip", SUITE_ARGS="skip", PYTEST_ARGS="test_two.py", PYTEST_T="8")
+    env.update(ONLY_PYTEST, PYTEST_ARGS="test_two.py", PYTEST_T="8")
     _run(repo, env, "scripts/h200-validate.sh", "abc123")
     out = tmp_path / "out"
     assert "exit 124" in (out / "pytest-1.log").read_text()  # killed before pytest's summary
@@ -109,13 +112,7 @@ def test_validate_ends_a_hung_test_early_and_names_it(tmp_path):
         "def test_hangs():\n    time.sleep(60)\n\n"
         "def test_never_reached():\n    pass\n"
     )
-    env.update(
-        TEST_ARGS="skip",
-        SUITE_ARGS="skip",
-        PYTEST_ARGS="test_hang.py",
-        PYTEST_T="50",
-        TIRX_TEST_TIMEOUT="2",
-    )
+    env.update(ONLY_PYTEST, PYTEST_ARGS="test_hang.py", PYTEST_T="50", TIRX_TEST_TIMEOUT="2")
     started = time.monotonic()
     _run(repo, env, "scripts/h200-validate.sh", "abc123")
     assert time.monotonic() - started < 30  # not the 50 s of PYTEST_T
