@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tirx_kernels.core import testing
+from tirx_kernels.core import host, testing
 from tirx_kernels.flashmla import decode
 from tirx_kernels.flashmla._mla_decode_schedule import VARIANTS
 from tirx_kernels.flashmla._mla_decode_tirx import make_combine
@@ -71,6 +71,29 @@ def test_int32_arguments_at_any_element_offset(launched):
         testing.offset_copy(splits, 12),
     )
     assert len(launched) == 2
+
+
+def test_direct_calls_check_each_call_signature_once(launched, monkeypatch):
+    """Plain CUDA tensors (here: CPU ones taken for them) skip the dispatcher and the checks
+    after the first call of a signature; a new variant or shape is checked again."""
+    monkeypatch.setattr(host, "plain_cuda", lambda t: True)
+    monkeypatch.setattr(decode, "_PLANS", {})
+    checked = []
+    check_args = decode.check_args
+    monkeypatch.setattr(
+        decode, "check_args", lambda *a: checked.append(a[0].shape) or check_args(*a)
+    )
+    lens = torch.tensor([100, 1, 256], dtype=torch.int32)
+    meta, splits = decode.get_mla_metadata(lens, 16, 1)
+    k_cache = torch.zeros(12, 64, 1, 576, dtype=torch.bfloat16)
+    table = torch.arange(12, dtype=torch.int32).view(3, 4)
+    for variant, s_q in (("v2", 1), ("v2", 1), ("v1", 1), ("v2", 2)):
+        monkeypatch.setenv("TIRX_FLASHMLA_VARIANT", variant)
+        q = torch.zeros(3, s_q, 16, 576, dtype=torch.bfloat16)
+        out, lse = decode.flash_mla_with_kvcache(q, k_cache, table, lens, 512, meta, splits)
+        assert out.shape == (3, s_q, 16, 512) and lse.shape == (3, 16, s_q)
+    assert [shape[1] for shape in checked] == [1, 1, 2]
+    assert len(launched) == 8
 
 
 def test_device_metadata_launch_matches_the_kernel(monkeypatch):

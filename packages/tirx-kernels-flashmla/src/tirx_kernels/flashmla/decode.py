@@ -47,10 +47,11 @@ kernels are compiled per (dtype, h_q, s_q, causal).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import torch
 
-from tirx_kernels.core import toolchain
+from tirx_kernels.core import host, toolchain
 from tirx_kernels.core.ops import public_op
 
 from . import _mla_decode_tirx, _mla_decode_v2_tirx
@@ -285,6 +286,42 @@ def check_args(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, num_spl
         _fail("q", "must be a CUDA tensor")
 
 
+def _outputs(q: torch.Tensor, parts: int) -> tuple[torch.Tensor, ...]:
+    """The op's (out, lse, out_accum, lse_accum) for q and ``parts`` scheduler parts."""
+    batch, s_q, h_q, _ = q.shape
+    rows = s_q * h_q
+    out = torch.empty((batch, s_q, h_q, D_V), dtype=q.dtype, device=q.device)
+    lse = torch.empty((batch, s_q, h_q), dtype=torch.float32, device=q.device)
+    # a request has at most one split per part it crosses: batch + parts bounds the total
+    # (as upstream's out_accum) without reading num_splits[-1] on the host
+    out_accum = torch.empty((batch + parts, rows, D_V), dtype=torch.float32, device=q.device)
+    lse_accum = torch.empty((batch + parts, rows), dtype=torch.float32, device=q.device)
+    return out, lse, out_accum, lse_accum
+
+
+_PLANS: dict = {}
+_sig = host.signature
+
+
+def _plan(inputs: tuple, head_dim_v: int, causal: bool) -> Callable:
+    """The checked launch of one call signature, ``plan(inputs, softmax_scale)``; the variant
+    switch is part of the key, as it is read at each call."""
+    key = (selected_variant(), head_dim_v, causal, *map(_sig, inputs))
+    return host.lookup(_PLANS, key, _resolve, inputs, head_dim_v, causal)
+
+
+def _resolve(inputs: tuple, head_dim_v: int, causal: bool) -> Callable:
+    check_args(*inputs[:4], head_dim_v, *inputs[4:])
+    variant = selected_variant()
+
+    def plan(inputs, softmax_scale):
+        outputs = _outputs(inputs[0], inputs[4].shape[0])
+        launch(variant, outputs, inputs, softmax_scale, causal)
+        return outputs[:2]
+
+    return plan
+
+
 def flash_mla_with_kvcache(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -297,32 +334,14 @@ def flash_mla_with_kvcache(
     causal: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """FlashMLA dense decode: ``(out (batch, s_q, h_q, 512), lse (batch, h_q, s_q) fp32)``."""
-    check_args(
-        q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata, num_splits
-    )
-    if softmax_scale is None:
-        softmax_scale = D_QK**-0.5
-    batch, s_q, h_q, _ = q.shape
-    rows = s_q * h_q
-    out = torch.empty((batch, s_q, h_q, D_V), dtype=q.dtype, device=q.device)
-    lse = torch.empty((batch, s_q, h_q), dtype=torch.float32, device=q.device)
-    # a request has at most one split per part it crosses: batch + parts bounds the total
-    # (as upstream's out_accum) without reading num_splits[-1] on the host
-    total = batch + tile_scheduler_metadata.shape[0]
-    out_accum = torch.empty((total, rows, D_V), dtype=torch.float32, device=q.device)
-    lse_accum = torch.empty((total, rows), dtype=torch.float32, device=q.device)
-    torch.ops.tirx_kernels.flash_mla_with_kvcache(
-        out,
-        lse,
-        out_accum,
-        lse_accum,
-        q,
-        k_cache,
-        block_table,
-        cache_seqlens,
-        tile_scheduler_metadata,
-        num_splits,
-        float(softmax_scale),
-        bool(causal),
-    )
+    inputs = (q, k_cache, block_table, cache_seqlens, tile_scheduler_metadata, num_splits)
+    scale = float(D_QK**-0.5 if softmax_scale is None else softmax_scale)
+    if host.plain_cuda(q) and all(type(t) is torch.Tensor for t in inputs[1:]):
+        # checked once per call signature, launched without the dispatcher (core.host)
+        out, lse = _plan(inputs, head_dim_v, bool(causal))(inputs, scale)
+    else:
+        check_args(*inputs[:4], head_dim_v, *inputs[4:])
+        outputs = _outputs(q, tile_scheduler_metadata.shape[0])
+        torch.ops.tirx_kernels.flash_mla_with_kvcache(*outputs, *inputs, scale, bool(causal))
+        out, lse = outputs[:2]
     return out, lse.transpose(1, 2).contiguous()
