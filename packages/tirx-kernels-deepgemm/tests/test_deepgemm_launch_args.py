@@ -37,7 +37,8 @@ def launched(monkeypatch):
         fp8_gemm, "compiled_fp8_gemm_nt", testing.checked_launches(make_fp8_gemm_nt, funcs)
     )
     monkeypatch.setattr(host, "main_of", lambda executable: executable)
-    monkeypatch.setattr(fp8_gemm, "_PLANS", {})  # plans of real kernels from other tests
+    for module in (fp8_gemm, m_grouped):  # plans of real kernels from other tests
+        monkeypatch.setattr(module, "_PLANS", {})
     return funcs
 
 
@@ -89,3 +90,23 @@ def test_m_grouped_masked_launch_matches_the_kernel(launched, expected_m):
     masked_m = torch.full((G,), expected_m, dtype=I32)
     m_grouped.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m)
     assert len(launched) == 1
+
+
+def test_m_grouped_masked_picks_its_kernel_once_per_call(launched, monkeypatch):
+    """The tile model runs on the first call of a signature and expected_m only."""
+    picks = []
+
+    def pick_block(m, *args, **kwargs):
+        picks.append(m)
+        return (64, 128)
+
+    monkeypatch.setattr(m_grouped, "pick_block", pick_block)
+    G, Mg, N, K = 3, 256, 256, 384
+    a = (torch.zeros(G, Mg, K, dtype=E4M3), torch.ones(G, Mg, K // 128, dtype=F32))
+    b = (torch.zeros(G, N, K, dtype=E4M3), torch.ones(G, N // 128, K // 128, dtype=F32))
+    d = torch.empty(G, Mg, N, dtype=BF16)
+    masked_m = torch.full((G,), 64, dtype=I32)
+    for expected_m in (64, 64, 32):
+        m_grouped.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m)
+    assert picks == [64, 32]
+    assert len(launched) == 3

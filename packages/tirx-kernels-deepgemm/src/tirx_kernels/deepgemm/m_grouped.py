@@ -31,8 +31,11 @@ Domain (both): N % 128 == 0, K % 128 == 0, G*N*K, M*K, M*N < 2^31 (M: all rows o
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
+from tirx_kernels.core import host
 from tirx_kernels.core.args import check_memory
 from tirx_kernels.core.ops import public_op
 
@@ -189,6 +192,50 @@ def _pair(fn: str, name: str, pair) -> tuple[torch.Tensor, torch.Tensor]:
     return pair[0], pair[1]
 
 
+_PLANS: dict = {}
+_sig = host.signature
+
+
+def _plan(resolve: Callable, tensors: tuple, *scalars) -> Callable:
+    """The checked launch of one call signature of the op ``resolve`` resolves,
+    ``plan(*tensors, *scalars)``."""
+    key = (resolve, *scalars, *map(_sig, tensors))
+    return host.lookup(_PLANS, key, resolve, *tensors, *scalars)
+
+
+def _resolve_contiguous(d, a, sfa, b, sfb, m_indices) -> Callable:
+    M, N, K, G = _check_contiguous(d, a, sfa, b, sfb, m_indices)
+    if M == 0:
+        return host.nothing
+    _, bn = pick_block(M, N, K, num_sms(), bms=(_ALIGNMENT,))
+    kernel = host.main_of(compiled_gemm_1d2d("contiguous", N, K, _ALIGNMENT, bn, G))
+
+    def plan(d, a, sfa, b, sfb, m_indices):
+        sfb_rows = sfb.reshape(G * N // 128, K // 128)
+        kernel(a, b.view(G * N, K), sfa_rows(sfa), sfb_rows, d, m_indices)
+
+    return plan
+
+
+def _resolve_masked(d, a, sfa, b, sfb, masked_m, expected_m) -> Callable:
+    G, Mg, N, K = _check_masked(d, a, sfa, b, sfb, masked_m, expected_m)
+    bm, bn = pick_block(min(expected_m, Mg), N, K, num_sms(), groups=G)
+    kernel = host.main_of(compiled_gemm_1d2d("masked", N, K, bm, bn, G))
+
+    def plan(d, a, sfa, b, sfb, masked_m, expected_m):
+        sfb_rows = sfb.reshape(G * N // 128, K // 128)
+        kernel(
+            a.view(G * Mg, K),
+            b.view(G * N, K),
+            sfa_rows(sfa),
+            sfb_rows,
+            d.view(G * Mg, N),
+            masked_m,
+        )
+
+    return plan
+
+
 @public_op("deepgemm_m_grouped_fp8_gemm_nt_contiguous", mutates_args=("d",))
 def _contiguous(
     d: torch.Tensor,
@@ -198,12 +245,8 @@ def _contiguous(
     sfb: torch.Tensor,
     m_indices: torch.Tensor,
 ) -> None:
-    M, N, K, G = _check_contiguous(d, a, sfa, b, sfb, m_indices)
-    if M == 0:
-        return
-    _, bn = pick_block(M, N, K, num_sms(), bms=(_ALIGNMENT,))
-    kernel = compiled_gemm_1d2d("contiguous", N, K, _ALIGNMENT, bn, G)
-    kernel(a, b.view(G * N, K), sfa_rows(sfa), sfb.reshape(G * N // 128, K // 128), d, m_indices)
+    tensors = (d, a, sfa, b, sfb, m_indices)
+    _plan(_resolve_contiguous, tensors)(*tensors)
 
 
 @public_op("deepgemm_m_grouped_fp8_gemm_nt_masked", mutates_args=("d",))
@@ -216,17 +259,13 @@ def _masked(
     masked_m: torch.Tensor,
     expected_m: int,
 ) -> None:
-    G, Mg, N, K = _check_masked(d, a, sfa, b, sfb, masked_m, expected_m)
-    bm, bn = pick_block(min(expected_m, Mg), N, K, num_sms(), groups=G)
-    kernel = compiled_gemm_1d2d("masked", N, K, bm, bn, G)
-    kernel(
-        a.view(G * Mg, K),
-        b.view(G * N, K),
-        sfa_rows(sfa),
-        sfb.reshape(G * N // 128, K // 128),
-        d.view(G * Mg, N),
-        masked_m,
-    )
+    tensors = (d, a, sfa, b, sfb, masked_m)
+    _plan(_resolve_masked, tensors, expected_m)(*tensors, expected_m)
+
+
+def _direct(tensors: tuple) -> bool:
+    """Whether a call may skip the dispatcher (:mod:`tirx_kernels.core.host`)."""
+    return host.plain_cuda(tensors[0]) and all(type(t) is torch.Tensor for t in tensors[1:])
 
 
 def m_grouped_fp8_gemm_nt_contiguous(
@@ -240,7 +279,11 @@ def m_grouped_fp8_gemm_nt_contiguous(
     _check_recipe(_CONTIGUOUS, recipe)
     a_, sfa = _pair(_CONTIGUOUS, "a", a)
     b_, sfb = _pair(_CONTIGUOUS, "b", b)
-    _contiguous(d, a_, sfa, b_, sfb, m_indices)
+    tensors = (d, a_, sfa, b_, sfb, m_indices)
+    if _direct(tensors):
+        _plan(_resolve_contiguous, tensors)(*tensors)
+    else:
+        _contiguous(*tensors)
 
 
 def m_grouped_fp8_gemm_nt_masked(
@@ -255,4 +298,8 @@ def m_grouped_fp8_gemm_nt_masked(
     _check_recipe(_MASKED, recipe)
     a_, sfa = _pair(_MASKED, "a", a)
     b_, sfb = _pair(_MASKED, "b", b)
-    _masked(d, a_, sfa, b_, sfb, masked_m, expected_m)
+    tensors = (d, a_, sfa, b_, sfb, masked_m)
+    if _direct(tensors):
+        _plan(_resolve_masked, tensors, expected_m)(*tensors, expected_m)
+    else:
+        _masked(*tensors, expected_m)
