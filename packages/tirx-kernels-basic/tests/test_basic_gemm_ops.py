@@ -175,6 +175,9 @@ def test_the_generated_cuda_takes_m_as_an_argument(config):
     bm = config.bm
     assert f"((M + {bm - 1}) >> {bm.bit_length() - 1})" in src  # ceil(M / bm) M tiles
     assert re.search(r"u \+= [^;]*\(M \+ ", src)  # persistent stride min(units, SMs)
+    # without split-K a work unit is its tile: no division by the run-time tile count on
+    # the way to a tile's first load (it cost 1024^3 5% on an H100)
+    assert "% (((M + " not in src
     assert len(toolchain.compile_cubin(func)) > 0
 
 
@@ -184,6 +187,7 @@ def test_split_k_kernel_takes_its_scratch_and_reduces_through_l2(config):
     assert re.search(r"gemm_split_kernel\(int\* __restrict__ LOCK_ptr, float\* __restrict__", src)
     assert "atomicAdd" in src and "__threadfence()" in src and "bar.sync %0, %1;" in src
     assert "ld.global.cg.f32" in src  # partials of other SMs: read from L2, not a stale L1
+    assert "% (((M + " in src  # the tile of a (split, tile) unit
     assert len(toolchain.compile_cubin(make_gemm(4096, 4096, "bfloat16", config))) > 0
 
 
