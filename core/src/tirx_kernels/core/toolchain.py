@@ -16,10 +16,13 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import tvm_ffi
 import tvm_tirx
+from tvm_tirx.codegen.executable import Executable
 from tvm_tirx.script import tirx as T  # noqa: F401  (re-exported DSL)
 from tvm_tirx.target import Target
 
+from . import kernel_cache
 from .impls import guard_references
 
 __all__ = [
@@ -51,14 +54,38 @@ def target(arch: str = "sm_90a") -> Target:
 def compile(func, arch: str = "sm_90a"):  # noqa: A001 - mirrors tvm_tirx.tirx.compile
     """Lower and build ``func`` for ``arch``; returns a callable executable.
 
-    Without a GPU the device module stays CUDA source (see :func:`cuda_source`).
+    Without a GPU the device module stays CUDA source (see :func:`cuda_source`). With one and
+    ``TIRX_KERNELS_CACHE_DIR`` set, the executable comes from or goes to that on-disk cache
+    (:mod:`.kernel_cache`).
     """
-    return tvm_tirx.tirx.compile(func, target=target(arch))
+    where = kernel_cache.folder()
+    if where is None or gpu_arch() is None:  # a CPU build is CUDA source: nothing to reuse
+        return tvm_tirx.tirx.compile(func, target=target(arch))
+    path = kernel_cache.entry(where, func.script(), arch, tirx_version())
+    executable = kernel_cache.load(path, _load_library)
+    if executable is None:
+        executable = tvm_tirx.tirx.compile(func, target=target(arch))
+        kernel_cache.store(path, executable.export_library)
+    executable.tirx_func = (func, arch)  # cuda_source lowers it again if need be
+    return executable
+
+
+def _load_library(path: str) -> Executable:
+    executable = Executable(tvm_ffi.load_module(path))
+    executable.jit()  # raises here, not at the first launch, when it cannot run
+    return executable
 
 
 def cuda_source(executable) -> str:
-    """The generated CUDA C++ of a compiled executable."""
-    return executable.mod.imports[0].inspect_source()
+    """The generated CUDA C++ of a compiled executable (one loaded from the kernel cache
+    holds a cubin, not source: its kernel is lowered again)."""
+    try:
+        return executable.mod.imports[0].inspect_source()
+    except Exception:  # noqa: BLE001 - a binary module; tvm_ffi raises its own error types
+        if not hasattr(executable, "tirx_func"):
+            raise
+        func, arch = executable.tirx_func
+        return tvm_tirx.tirx.compile(func, target=target(arch)).mod.imports[0].inspect_source()
 
 
 def compile_cubin(func, arch: str = "sm_90a") -> bytes:

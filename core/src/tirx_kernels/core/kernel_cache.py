@@ -1,0 +1,87 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Compiled kernels on disk, shared by processes (opt-in: ``TIRX_KERNELS_CACHE_DIR``).
+
+On a machine with a GPU, :func:`tirx_kernels.core.toolchain.compile` runs nvcc on every
+kernel it builds: seconds each, paid again by every process (each ``tirx-run`` worker, each
+benchmark, each shard of a test run, a restarted server). With ``TIRX_KERNELS_CACHE_DIR``
+naming a folder, a compiled kernel is stored there once as a shared library named by a hash
+of what determines it (the kernel's TVMScript, the target arch, the TIRx and nvcc
+versions), and a later compile of the same kernel, in any process, loads it instead.
+
+An entry is written under a temporary name and renamed into place, so no process reads half
+of one; an entry that does not load is a miss: the kernel is compiled again and replaces it.
+This module knows files and names only; the toolchain exports and loads the libraries.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import subprocess
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ENV = "TIRX_KERNELS_CACHE_DIR"
+
+
+def folder() -> Path | None:
+    """The cache folder, or None when ``TIRX_KERNELS_CACHE_DIR`` is unset or empty."""
+    value = os.environ.get(ENV, "")
+    return Path(value) if value else None
+
+
+@functools.cache
+def nvcc_version() -> str:
+    """nvcc's release line (it makes the cubin), or "no nvcc"."""
+    try:
+        done = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return "no nvcc"
+    lines = done.stdout.strip().splitlines()
+    return lines[-1] if done.returncode == 0 and lines else "no nvcc"
+
+
+def entry(where: Path, script: str, arch: str, tirx_version: str) -> Path:
+    """The library file of one kernel: ``script`` is its TVMScript text."""
+    digest = hashlib.sha256()
+    for part in (tirx_version, arch, nvcc_version(), script):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return where / f"{digest.hexdigest()[:40]}.so"
+
+
+def load(path: Path, read: Callable[[str], Any]) -> Any | None:
+    """``read(path)``, or None when there is no entry or it does not load (a warning says
+    why: a library of another machine, a truncated file)."""
+    if not path.is_file():
+        return None
+    try:
+        return read(str(path))
+    except Exception as err:  # noqa: BLE001 - any failure is a miss: the compile replaces it
+        warnings.warn(f"{ENV}: {path} does not load ({err}); compiling again", stacklevel=3)
+        return None
+
+
+def store(path: Path, write: Callable[[str], Any]) -> None:
+    """``write(file)`` into a temporary file beside ``path``, then rename it to ``path``; a
+    failure leaves no file and warns (the kernel still runs, compiled in this process)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp.so", dir=path.parent)
+        os.close(handle)
+    except OSError as err:
+        warnings.warn(f"{ENV}: cannot write in {path.parent} ({err})", stacklevel=3)
+        return
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except Exception as err:  # noqa: BLE001 - a cache that cannot store is only slower
+        warnings.warn(f"{ENV}: storing {path.name} failed ({err})", stacklevel=3)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

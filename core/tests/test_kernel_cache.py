@@ -1,0 +1,134 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The on-disk kernel cache (TIRX_KERNELS_CACHE_DIR) on the CPU: which file a kernel maps
+to, that a compile stores it once and a later compile loads it, and that a bad entry or a
+folder that cannot be written costs a compile, never a failure. A CPU build cannot be loaded
+back (no CUDA loader here), so the load is a stand-in that returns the stored executable."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from tirx_kernels.core import kernel_cache, toolchain
+
+
+def _copy_kernel(threads: int):
+    """A one-block copy kernel; ``threads`` makes kernels that differ."""
+    T = toolchain.T
+    n = T.dynamic("n")
+
+    @T.function
+    def copy(a: T.Tensor((n,), "float32"), b: T.Tensor((n,), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=threads))
+        i = T.cuda.thread_idx("x")
+        if i < n:
+            b[i] = a[i]
+
+    return copy
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A cache folder, a GPU taken to be there, and counts of real compiles and loads (a
+    load returns the last compiled executable: a CPU build has no CUDA loader to read it)."""
+    monkeypatch.setenv(kernel_cache.ENV, str(tmp_path / "kernels"))
+    monkeypatch.setattr(toolchain, "gpu_arch", lambda: "sm_90a")
+    stats: dict = {"compiles": 0, "loads": 0}
+    compile_ = toolchain.tvm_tirx.tirx.compile
+
+    def counting_compile(func, target):
+        stats["compiles"] += 1
+        stats["last"] = compile_(func, target=target)
+        return stats["last"]
+
+    def stand_in_load(path):
+        stats["loads"] += 1
+        return stats["last"]
+
+    monkeypatch.setattr(toolchain.tvm_tirx.tirx, "compile", counting_compile)
+    monkeypatch.setattr(toolchain, "_load_library", stand_in_load)
+    return tmp_path / "kernels", stats
+
+
+def test_an_entry_names_the_kernel_arch_and_compilers():
+    where = kernel_cache.Path("/c")
+    one = kernel_cache.entry(where, "script A", "sm_90a", "0.1")
+    assert one == kernel_cache.entry(where, "script A", "sm_90a", "0.1")
+    others = {
+        kernel_cache.entry(where, "script B", "sm_90a", "0.1"),
+        kernel_cache.entry(where, "script A", "sm_100a", "0.1"),
+        kernel_cache.entry(where, "script A", "sm_90a", "0.2"),
+    }
+    assert one not in others and len(others) == 3
+    assert one.parent == where and one.suffix == ".so"
+
+
+def test_without_the_variable_or_a_gpu_nothing_is_cached(tmp_path, monkeypatch):
+    monkeypatch.delenv(kernel_cache.ENV, raising=False)
+    assert kernel_cache.folder() is None
+    toolchain.compile(_copy_kernel(32))
+    monkeypatch.setenv(kernel_cache.ENV, str(tmp_path))  # set, but no GPU on this machine
+    monkeypatch.setattr(toolchain, "gpu_arch", lambda: None)
+    toolchain.compile(_copy_kernel(32))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_kernel_compiles_once_then_loads(cache):
+    where, stats = cache
+    first = toolchain.compile(_copy_kernel(64))
+    entries = list(where.glob("*.so"))
+    assert len(entries) == 1 and not list(where.glob(".*"))  # no temporary file left
+    assert entries[0].stat().st_size > 0
+    again = toolchain.compile(_copy_kernel(64))
+    assert (stats["compiles"], stats["loads"]) == (1, 1) and again is first
+    toolchain.compile(_copy_kernel(128))  # another kernel: another entry
+    assert stats["compiles"] == 2 and len(list(where.glob("*.so"))) == 2
+
+
+def test_a_bad_entry_is_compiled_again_and_replaced(cache):
+    where, stats = cache
+    path = kernel_cache.entry(where, _copy_kernel(64).script(), "sm_90a", toolchain.tirx_version())
+    where.mkdir()
+    path.write_bytes(b"not a library")
+    with pytest.warns(UserWarning, match="does not load"):
+        toolchain.compile(_copy_kernel(64))
+    assert stats["compiles"] == 1 and path.read_bytes() != b"not a library"
+
+
+def test_a_folder_that_cannot_be_written_costs_only_the_cache(cache, monkeypatch):
+    where, stats = cache
+    where.write_text("a file where the folder should be")
+    with pytest.warns(UserWarning, match="cannot write"):
+        executable = toolchain.compile(_copy_kernel(64))
+    assert stats["compiles"] == 1 and executable is stats["last"]
+
+
+def test_the_source_of_a_loaded_kernel_is_lowered_again(cache):
+    _, stats = cache
+
+    class Binary:  # a module loaded from a library: no source to inspect
+        imports = [type("Cuda", (), {"inspect_source": lambda self: 1 / 0})()]
+
+    executable = toolchain.compile(_copy_kernel(64))
+    executable.mod = Binary()
+    assert "__global__" in toolchain.cuda_source(executable)
+
+
+@pytest.mark.skipif(toolchain.gpu_arch() != "sm_90a", reason="needs an sm_90a GPU")
+def test_a_loaded_kernel_runs_as_the_compiled_one(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setenv(kernel_cache.ENV, str(tmp_path))
+    compiled = toolchain.compile(_copy_kernel(96))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a load that fails warns and compiles: not here
+        loaded = toolchain.compile(_copy_kernel(96))
+    assert loaded is not compiled and len(list(tmp_path.glob("*.so"))) == 1
+    a = torch.randn(80, device="cuda")
+    for executable in (compiled, loaded):
+        b = torch.zeros_like(a)
+        executable(a, b)
+        assert torch.equal(a, b)
+    assert "__global__" in toolchain.cuda_source(loaded)
