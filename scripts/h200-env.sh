@@ -20,3 +20,5 @@ if [ "${TIRX_H200_INSTALLED:-}" != "$PWD" ]; then
   export TIRX_H200_INSTALLED=$PWD
 fi
 export PATH="$HOME/.local/bin:$PATH"
+# compiled kernels shared by this run's processes (core/kernel_cache.py); set it empty: off
+export TIRX_KERNELS_CACHE_DIR="${TIRX_KERNELS_CACHE_DIR-/tmp/tirx-kernel-cache}"
