@@ -30,6 +30,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository root
@@ -47,6 +48,18 @@ SUITES = {
     ),
     "activation": (["tests/utils/test_activation.py"], None),
     "rope": (["tests/attention/test_rope.py"], "test_rope_pos_ids and not llama31"),
+}
+# FlashInfer functions that selected tests call as their reference, called once before the
+# tests: each JIT-builds a module on first use (minutes for rope), which every shard would
+# otherwise wait on at once
+WARM = {
+    "rope": (
+        "import torch, flashinfer\n"
+        "q = torch.zeros(1, 1, 64, dtype=torch.float16, device='cuda')\n"
+        "indptr = torch.tensor([0, 1], dtype=torch.int32, device='cuda')\n"
+        "offsets = torch.zeros(1, dtype=torch.int32, device='cuda')\n"
+        "flashinfer.apply_rope_inplace(q, q.clone(), indptr, offsets)\n"
+    ),
 }
 HELPERS = ["tests/test_helpers/rope_reference.py"]
 NO_TESTS = 5  # pytest's exit code when a session collected nothing  # imported by test_rope.py
@@ -164,6 +177,11 @@ def run(only: list[str], junit: str | None, out: Path, extra: list[str], shards:
     cmd += [*files, "-k", " or ".join(selections), "-q", "-rfE"]
     for stale in out.glob("failures*.txt"):
         stale.unlink()
+    for suite in only:
+        if suite in WARM:  # a failure here shows again, per test, in the run itself
+            started = time.monotonic()
+            code = subprocess.call([sys.executable, "-c", WARM[suite]], cwd=out)
+            print(f"warm {suite}: exit {code} in {time.monotonic() - started:.0f} s", flush=True)
     if shards == 1:
         cmd += ["--junitxml", str(Path(junit).resolve())] if junit else []
         print("+", " ".join(cmd + extra), flush=True)

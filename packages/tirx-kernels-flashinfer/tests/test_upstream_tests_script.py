@@ -91,3 +91,14 @@ def test_a_failing_test_fails_the_sharded_run(prepared, script):
     assert failures == "tests/utils/test_norm.py::test_norm_broken (call): assert False\n"
     assert script.run(["norm"], None, prepared, ["-k", "not broken"]) == 0
     assert not list(prepared.glob("failures*.txt"))  # a new run starts a new record
+
+
+def test_references_are_built_once_before_the_tests(prepared, script, monkeypatch, capsys):
+    """A suite's WARM code runs first, once (here it leaves a file the tests could read);
+    a warm-up that fails is reported and the tests still run."""
+    monkeypatch.setattr(script, "WARM", {"norm": "open('warmed', 'a').write('x')"})
+    assert script.run(["norm"], None, prepared, [], shards=3) == 0
+    assert (prepared / "warmed").read_text() == "x"
+    monkeypatch.setattr(script, "WARM", {"norm": "raise SystemExit(3)"})
+    assert script.run(["norm"], None, prepared, [], shards=2) == 0
+    assert "warm norm: exit 3" in capsys.readouterr().out
