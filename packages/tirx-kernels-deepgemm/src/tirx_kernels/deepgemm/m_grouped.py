@@ -236,36 +236,36 @@ def _resolve_masked(d, a, sfa, b, sfb, masked_m, expected_m) -> Callable:
     return plan
 
 
-@public_op("deepgemm_m_grouped_fp8_gemm_nt_contiguous", mutates_args=("d",))
-def _contiguous(
-    d: torch.Tensor,
-    a: torch.Tensor,
-    sfa: torch.Tensor,
-    b: torch.Tensor,
-    sfb: torch.Tensor,
-    m_indices: torch.Tensor,
-) -> None:
-    tensors = (d, a, sfa, b, sfb, m_indices)
+# the parameters both ops take before their grouping argument, spelled once
+_GROUPED = "Tensor(a0!) d, Tensor a, Tensor sfa, Tensor b, Tensor sfb"
+
+
+@public_op(
+    "deepgemm_m_grouped_fp8_gemm_nt_contiguous", schema=f"({_GROUPED}, Tensor m_indices) -> ()"
+)
+def _contiguous(*tensors: torch.Tensor) -> None:
     _plan(_resolve_contiguous, tensors)(*tensors)
 
 
-@public_op("deepgemm_m_grouped_fp8_gemm_nt_masked", mutates_args=("d",))
-def _masked(
-    d: torch.Tensor,
-    a: torch.Tensor,
-    sfa: torch.Tensor,
-    b: torch.Tensor,
-    sfb: torch.Tensor,
-    masked_m: torch.Tensor,
-    expected_m: int,
-) -> None:
-    tensors = (d, a, sfa, b, sfb, masked_m)
-    _plan(_resolve_masked, tensors, expected_m)(*tensors, expected_m)
+@public_op(
+    "deepgemm_m_grouped_fp8_gemm_nt_masked",
+    schema=f"({_GROUPED}, Tensor masked_m, SymInt expected_m) -> ()",
+)
+def _masked(*args) -> None:
+    tensors, expected_m = args[:-1], args[-1]
+    _plan(_resolve_masked, tensors, expected_m)(*args)
 
 
-def _direct(tensors: tuple) -> bool:
-    """Whether a call may skip the dispatcher (:mod:`tirx_kernels.core.host`)."""
-    return host.plain_cuda(tensors[0]) and all(type(t) is torch.Tensor for t in tensors[1:])
+def _call(fn: str, op, resolve: Callable, a, b, d, group_index, *scalars) -> None:
+    """One call of either op: on plain CUDA tensors outside ``torch.compile`` its plan,
+    without the dispatcher (:mod:`tirx_kernels.core.host`), else ``op``."""
+    a_, sfa = _pair(fn, "a", a)
+    b_, sfb = _pair(fn, "b", b)
+    tensors = (d, a_, sfa, b_, sfb, group_index)
+    if host.plain_cuda(d) and all(type(t) is torch.Tensor for t in tensors[1:]):
+        _plan(resolve, tensors, *scalars)(*tensors, *scalars)
+    else:
+        op(*tensors, *scalars)
 
 
 def m_grouped_fp8_gemm_nt_contiguous(
@@ -277,13 +277,7 @@ def m_grouped_fp8_gemm_nt_contiguous(
 ) -> None:
     """DeepGEMM's ``m_grouped_fp8_gemm_nt_contiguous((a, sfa), (b, sfb), d, m_indices)``."""
     _check_recipe(_CONTIGUOUS, recipe)
-    a_, sfa = _pair(_CONTIGUOUS, "a", a)
-    b_, sfb = _pair(_CONTIGUOUS, "b", b)
-    tensors = (d, a_, sfa, b_, sfb, m_indices)
-    if _direct(tensors):
-        _plan(_resolve_contiguous, tensors)(*tensors)
-    else:
-        _contiguous(*tensors)
+    _call(_CONTIGUOUS, _contiguous, _resolve_contiguous, a, b, d, m_indices)
 
 
 def m_grouped_fp8_gemm_nt_masked(
@@ -296,10 +290,4 @@ def m_grouped_fp8_gemm_nt_masked(
 ) -> None:
     """DeepGEMM's ``m_grouped_fp8_gemm_nt_masked((a, sfa), (b, sfb), d, masked_m, expected_m)``."""
     _check_recipe(_MASKED, recipe)
-    a_, sfa = _pair(_MASKED, "a", a)
-    b_, sfb = _pair(_MASKED, "b", b)
-    tensors = (d, a_, sfa, b_, sfb, masked_m)
-    if _direct(tensors):
-        _plan(_resolve_masked, tensors, expected_m)(*tensors, expected_m)
-    else:
-        _masked(*tensors, expected_m)
+    _call(_MASKED, _masked, _resolve_masked, a, b, d, masked_m, expected_m)
