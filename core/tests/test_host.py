@@ -78,3 +78,16 @@ def test_signature_tells_apart_what_a_plan_depends_on():
     assert host.signature(x) != host.signature(x.t())  # strides
     assert host.signature(x) != host.signature(x.half())  # dtype
     assert host.signature(x[:, 1:]) != host.signature(x[:, :7])  # strides and 16-byte phase
+
+
+def test_plain_call_needs_the_first_tensor_on_cuda_and_plain_others(monkeypatch):
+    monkeypatch.setattr(host, "plain_cuda", lambda t: type(t) is torch.Tensor)  # no GPU here
+    x = torch.zeros(2)
+
+    class Sub(torch.Tensor):
+        pass
+
+    assert host.plain_call(x, x, x)
+    assert not host.plain_call(x, x, x.as_subclass(Sub))
+    assert not host.plain_call(x, None)
+    assert not host.plain_call(x.as_subclass(Sub), x)

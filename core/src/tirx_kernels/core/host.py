@@ -37,6 +37,12 @@ def plain_cuda(t: Any) -> bool:
     return type(t) is _Tensor and t.is_cuda and not _is_compiling()
 
 
+def plain_call(first: Any, *others: Any) -> bool:
+    """Whether an eager call on these tensors may skip the dispatcher: ``first`` is a plain
+    CUDA tensor (:func:`plain_cuda`) and the others are plain tensors."""
+    return plain_cuda(first) and all(type(t) is _Tensor for t in others)
+
+
 def signature(t: torch.Tensor) -> tuple:
     """What a plan depends on: shape, strides, dtype, CUDA device and 16-byte phase."""
     return (t.shape, t.stride(), t.dtype, t.get_device(), t.data_ptr() & 15)

@@ -290,9 +290,8 @@ def _gemm(
 
 
 def _direct(out, a, b, bias) -> bool:
-    """Whether an eager call may skip the dispatcher (:func:`host.plain_cuda`)."""
-    plain = type(out) is torch.Tensor and type(b) is torch.Tensor
-    return plain and host.plain_cuda(a) and (bias is None or type(bias) is torch.Tensor)
+    """Whether an eager call may skip the dispatcher (:func:`host.plain_call`)."""
+    return host.plain_call(a, out, b) and (bias is None or type(bias) is torch.Tensor)
 
 
 def gemm(

@@ -83,7 +83,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) ->
     if out is None:
         # (M, N) for valid 2-D arguments; any shape otherwise, so the op's check reports them
         out = a.new_empty(a.shape[:-1] + b.shape[-1:])
-    if type(out) is torch.Tensor and type(b) is torch.Tensor and host.plain_cuda(a):
+    if host.plain_call(a, out, b):
         _plan(out, a, b)(out, a, b)
     else:
         _matmul(out, a, b)

@@ -108,7 +108,7 @@ def rmsnorm(
     tensors skip the torch dispatcher (:mod:`tirx_kernels.core.host`)."""
     if out is None:
         out = torch.empty_like(input)
-    if type(out) is torch.Tensor and type(weight) is torch.Tensor and host.plain_cuda(input):
+    if host.plain_call(input, out, weight):
         _run(out, input, weight, eps)
     else:
         _rmsnorm(out, input, weight, eps)

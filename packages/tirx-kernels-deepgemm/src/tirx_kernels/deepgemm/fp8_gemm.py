@@ -197,7 +197,7 @@ def fp8_gemm_nt(
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise ValueError(f"{_FN}: {name} must be a pair ({name}, sf{name}) of tensors")
     args = (d, a[0], a[1], b[0], b[1])
-    if host.plain_cuda(d) and all(type(t) is torch.Tensor for t in args[1:]):
+    if host.plain_call(*args):
         _plan(*args)(*args)  # the op's body without the dispatcher (tirx_kernels.core.host)
     else:
         _fp8_gemm_nt(*args)

@@ -262,7 +262,7 @@ def _call(fn: str, op, resolve: Callable, a, b, d, group_index, *scalars) -> Non
     a_, sfa = _pair(fn, "a", a)
     b_, sfb = _pair(fn, "b", b)
     tensors = (d, a_, sfa, b_, sfb, group_index)
-    if host.plain_cuda(d) and all(type(t) is torch.Tensor for t in tensors[1:]):
+    if host.plain_call(*tensors):
         _plan(resolve, tensors, *scalars)(*tensors, *scalars)
     else:
         op(*tensors, *scalars)

@@ -303,7 +303,7 @@ def flash_attn_func(
 
 def _direct(q: Any, k: Any, v: Any) -> bool:
     """Whether a call may skip the dispatcher (see :mod:`tirx_kernels.core.host`)."""
-    return host.plain_cuda(q) and type(k) is torch.Tensor and type(v) is torch.Tensor
+    return host.plain_call(q, k, v)
 
 
 def flash_attn_varlen_func(

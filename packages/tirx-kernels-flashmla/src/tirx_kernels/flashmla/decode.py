@@ -336,7 +336,7 @@ def flash_mla_with_kvcache(
     """FlashMLA dense decode: ``(out (batch, s_q, h_q, 512), lse (batch, h_q, s_q) fp32)``."""
     inputs = (q, k_cache, block_table, cache_seqlens, tile_scheduler_metadata, num_splits)
     scale = float(D_QK**-0.5 if softmax_scale is None else softmax_scale)
-    if host.plain_cuda(q) and all(type(t) is torch.Tensor for t in inputs[1:]):
+    if host.plain_call(*inputs):
         # checked once per call signature, launched without the dispatcher (core.host)
         out, lse = _plan(inputs, head_dim_v, bool(causal))(inputs, scale)
     else:
