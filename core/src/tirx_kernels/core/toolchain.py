@@ -80,12 +80,15 @@ def cuda_source(executable) -> str:
     """The generated CUDA C++ of a compiled executable (one loaded from the kernel cache
     holds a cubin, not source: its kernel is lowered again)."""
     try:
-        return executable.mod.imports[0].inspect_source()
+        source = executable.mod.imports[0].inspect_source()
     except Exception:  # noqa: BLE001 - a binary module; tvm_ffi raises its own error types
         if not hasattr(executable, "tirx_func"):
             raise
-        func, arch = executable.tirx_func
-        return tvm_tirx.tirx.compile(func, target=target(arch)).mod.imports[0].inspect_source()
+        source = ""
+    if source or not hasattr(executable, "tirx_func"):
+        return source
+    func, arch = executable.tirx_func  # a loaded cubin's module answers "" on the GPU
+    return tvm_tirx.tirx.compile(func, target=target(arch)).mod.imports[0].inspect_source()
 
 
 def compile_cubin(func, arch: str = "sm_90a") -> bytes:
