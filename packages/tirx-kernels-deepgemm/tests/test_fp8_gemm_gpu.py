@@ -10,6 +10,7 @@ import torch
 
 from tirx_kernels.core import testing
 from tirx_kernels.deepgemm import _gemm_schedule as schedule
+from tirx_kernels.deepgemm import fp8_gemm as fp8_gemm_module
 from tirx_kernels.deepgemm._quant import calc_diff
 from tirx_kernels.deepgemm.fp8_gemm import (
     _sfa_mn_major,
@@ -37,6 +38,7 @@ def test_every_m_under_each_schedule(M, name, monkeypatch):
 def test_basic_schedule_serves_every_m_with_one_kernel(monkeypatch):
     monkeypatch.setenv("TIRX_DEEPGEMM_SCHEDULE", "basic")
     compiled_fp8_gemm_nt.cache_clear()
+    monkeypatch.setattr(fp8_gemm_module, "_PLANS", {})  # plans of earlier tests hold their kernels
     for M in (1, 129, 300):
         aq, sfa, bq, sfb, d = kernel.prepare_data(M, 256, 384, seed=M)
         fp8_gemm_nt((aq, sfa), (bq, sfb), d)
