@@ -110,3 +110,43 @@ def test_m_grouped_masked_picks_its_kernel_once_per_call(launched, monkeypatch):
         m_grouped.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m)
     assert picks == [64, 32]
     assert len(launched) == 3
+
+
+@pytest.mark.parametrize("cluster", [1, 2])
+@pytest.mark.parametrize("M", [1, 300])
+def test_wide_tile_launch_matches_the_kernel(launched, M, cluster):
+    """BLOCK_M 256 (opt-in, the bench's tirx_bm256): launched as the op launches its tiles."""
+    N, K = 512, 384
+    sfa = torch.ones(M, K // 128, dtype=F32)
+    args = (torch.zeros(M, K, dtype=E4M3), torch.zeros(N, K, dtype=E4M3))
+    args += (fp8_gemm._sfa_mn_major(sfa), torch.ones(N // 128, K // 128, dtype=F32))
+    args += (torch.empty(M, N, dtype=BF16), torch.zeros(1, dtype=I32))
+    fp8_gemm.compiled_gemm_1d2d("normal", N, K, 256, 128, cluster=cluster)(*args)
+    assert len(launched) == 1
+
+
+def test_wide_tiles_are_for_the_normal_gemm_and_compile():
+    from tirx_kernels.core import toolchain
+    from tirx_kernels.deepgemm._gemm_schedule import WIDE_BM, pick_layout
+
+    with pytest.raises(ValueError, match="bm = 256 is for the normal GEMM only"):
+        make_gemm_1d2d("masked", 512, 384, 256, 128, 4)
+    assert pick_layout(4096, 4096, 4096, 132, True, bms=(WIDE_BM,))[0] == WIDE_BM
+    assert toolchain.compile_cubin(make_gemm_1d2d("normal", 4096, 4096, 256, 128, cluster=2))
+
+
+@pytest.mark.parametrize("bn", [32, 64, 128])
+@pytest.mark.parametrize("bm", [64, 128, 256])
+def test_the_consumer_warpgroups_cover_a_tile_once(bm, bn):
+    """Every (row, column) of a tile belongs to one consumer warpgroup and wave: the BLOCK_M
+    256 kernel once gave its second warpgroup a 64-row tile's column offset."""
+    from tirx_kernels.deepgemm._gemm_1d2d_tirx import warpgroup_origin, warpgroup_shape
+
+    cover = torch.zeros(bm, bn, dtype=torch.int32)
+    columns, waves = warpgroup_shape(bm, bn)
+    for w in (0, 1):
+        row, col = warpgroup_origin(bm, bn, w)
+        for wave in range(waves):
+            first = row + 128 * wave
+            cover[first : first + 64, col : col + columns] += 1
+    assert torch.equal(cover, torch.ones(bm, bn, dtype=torch.int32))

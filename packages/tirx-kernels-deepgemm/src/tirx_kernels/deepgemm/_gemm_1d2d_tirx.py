@@ -18,7 +18,9 @@ sums the block's products into fp32 ``accum`` (scale-d 0 on the first of 4), the
 Schedule: 384 threads, persistent grid (one CTA per SM). Warpgroup 0 (setmaxnreg 40), one
 thread, TMA-loads the A (BLOCK_M x 128) and B (BLOCK_N x 128) K-blocks (128B swizzle) into a
 full/empty mbarrier ring. Warpgroups 1 and 2 (setmaxnreg 232) compute: for BLOCK_M 128 each
-owns 64 rows of the tile, for BLOCK_M 64 each owns half of its BLOCK_N columns. Upstream
+owns 64 rows of the tile, for BLOCK_M 64 each owns half of its BLOCK_N columns, for BLOCK_M
+256 (the normal GEMM, opt-in) 64 rows of each 128-row half, one half after the other per K
+block with the accumulator reused (upstream's ``WAVE_BLOCK_M`` waves). Upstream
 moves the A scales into shared memory with the stage (TMA) and the tile's B scales at tile
 start, and reads them before waiting on the wgmmas; here each K block's A and B scales are
 loaded from global memory into registers for the *next* K block right after the wgmmas are
@@ -58,7 +60,7 @@ from tirx_kernels.core.sm90.layouts import Swizzle
 from tirx_kernels.core.sm90.wgmma import kmajor_descriptor_base, kstep_offset
 from tirx_kernels.core.toolchain import T
 
-from ._gemm_schedule import BK, BLOCK_MS, BLOCK_NS, GROUP_M, prefetch_stages
+from ._gemm_schedule import BK, BLOCK_MS, BLOCK_NS, GROUP_M, WIDE_BM, prefetch_stages
 from ._gemm_schedule import num_sms as default_num_sms
 
 FP8 = "float8_e4m3fn"
@@ -102,6 +104,31 @@ def _tile_coords(kind, tm, tn, group, idx, group_m, rows, N, BM, BN, kb_count):
     return tm * BM, rows, tn * BN, 0, sfb_col_block
 
 
+def warpgroup_shape(bm: int, bn: int) -> tuple[int, int]:
+    """(columns, 128-row waves) of a consumer warpgroup's share of a ``bm`` x ``bn`` tile:
+    BLOCK_M 128 and 256, 64 rows of each 128-row wave and every column; BLOCK_M 64, the 64
+    rows and half of the columns."""
+    return (bn, bm // 128) if bm >= 128 else (bn // 2, 1)
+
+
+def warpgroup_origin(bm: int, bn: int, w):
+    """(first row, first column) of consumer warpgroup ``w``'s share (:func:`warpgroup_shape`)."""
+    return (w * 64, 0) if bm >= 128 else (0, w * (bn // 2))
+
+
+def _second_half(row, row_base, row_end, tm, bm):
+    """The A-scale row 128 below ``row`` (a row of the tile's first half, clamped as it is):
+    the same thread's row in the second half of a 256-row tile."""
+    return T.min(row + 128 + (row_base - tm * bm), row_end - 1) - (row_base - tm * bm)
+
+
+@T.inline
+def _store_rows(buf, D, row, col, wn, row_end, n, packed):
+    """A warpgroup's 64 x ``wn`` accumulator ``buf`` into D at (row, col) as bf16 pairs from
+    registers, rows from ``row_end`` on dropped."""
+    dsl.store_acc(buf, D, row, col, wn, row_end, n, True, False, packed)
+
+
 def _valid(kind, idx, row):
     """Upstream ``is_computation_valid`` for a warpgroup's first row (contiguous only)."""
     if kind == "contiguous":
@@ -138,8 +165,10 @@ def make_gemm_1d2d(
     if kind not in KINDS:
         raise ValueError(f"fp8 1d2d gemm: kind must be one of {KINDS}, got {kind!r}")
     check_domain(N, K, num_groups)
-    if bm not in BLOCK_MS or bn not in BLOCK_NS:
-        raise ValueError(f"fp8 1d2d gemm: (bm, bn) must be in {BLOCK_MS} x {BLOCK_NS}")
+    if bm not in (*BLOCK_MS, WIDE_BM) or bn not in BLOCK_NS:
+        raise ValueError(f"fp8 1d2d gemm: (bm, bn) must be in {(*BLOCK_MS, WIDE_BM)} x {BLOCK_NS}")
+    if bm == WIDE_BM and kind != "normal":
+        raise ValueError(f"fp8 1d2d gemm: bm = {WIDE_BM} is for the normal GEMM only")
     if kind == "contiguous" and bm != 128:
         raise ValueError("fp8 1d2d gemm: the contiguous layout takes bm = 128 (its alignment)")
     num_sms = num_sms or default_num_sms()
@@ -150,7 +179,8 @@ def make_gemm_1d2d(
     CL = cluster
     G = num_groups if kind != "normal" else 1
     BM, BN = bm, bn
-    WN = BN if BM == 128 else BN // 2  # columns of a warpgroup's wgmma
+    WN, WAVES = warpgroup_shape(BM, BN)  # columns of a warpgroup's wgmma, 128-row waves
+    NSC = 2 * WAVES + 1  # scales of one K block: [sfa rows r, r + 8] per wave, then sfb
     A_BYTES, B_BYTES = BM * BK, BN * BK
     HALF = BN // CL  # B rows each CTA of a cluster loads (and multicasts)
     clusters = num_sms // CL  # persistent grid: one CTA per SM, in clusters of CL
@@ -258,16 +288,15 @@ def make_gemm_1d2d(
         else:
             T.ptx.setmaxnreg.inc.sync.aligned.u32(_CONSUMER_REGS)
             acc = T.alloc_local((WN // 2,), "float32")
-            final = T.alloc_local((WN // 2,), "float32")
-            # ping-pong scale registers: [sfa row r, sfa row r + 8, sfb] x 2
-            sc = T.alloc_local((6,), "float32")
+            final = T.alloc_local((WAVES * WN // 2,), "float32")
+            # ping-pong scale registers: NSC of this K block, NSC of the next
+            sc = T.alloc_local((2 * NSC,), "float32")
             scale = T.alloc_local((2,), "float32")
             packed = T.local_scalar("uint32")
             lane = tid % 32
             base = dsl.smem_addr(arena)
             w = wg - 1
-            m_off = w * 64 if BM == 128 else 0  # this warpgroup's rows of the tile
-            n_off = 0 if BM == 128 else w * WN  # and columns
+            m_off, n_off = warpgroup_origin(BM, BN, w)  # its rows (wave 0) and columns
             a_wg = T.uint32(m_off * BK)
             b_wg = T.uint32(n_off * BK)
             t_in = tid % 128
@@ -285,43 +314,61 @@ def make_gemm_1d2d(
                 row1 = T.min(row_base + r_in + 8, row_end - 1) - (row_base - tm * BM)
                 # contiguous: a warpgroup whose first row is padding (-1) skips its wgmmas
                 valid = _valid(kind, IDX, tm * BM + m_off)
-                for i in T.unroll(WN // 2):
+                for i in T.unroll(WAVES * WN // 2):
                     final[i] = T.float32(0)
                 if valid:
                     sc[0] = SFA[sfa_kb0, row0]
                     sc[1] = SFA[sfa_kb0, row1]
-                    sc[2] = SFB[sfb_row, 0]
+                    if T.constexpr(WAVES == 2):  # the second half's rows, 128 further
+                        sc[2] = SFA[sfa_kb0, _second_half(row0, row_base, row_end, tm, BM)]
+                        sc[3] = SFA[sfa_kb0, _second_half(row1, row_base, row_end, tm, BM)]
+                    sc[NSC - 1] = SFB[sfb_row, 0]
                     for kp in T.serial(pairs):
                         for p in T.unroll(2):
                             kb = kp * 2 + p
                             if kb < kb_count:
                                 ring.consumer_wait()
-                                da = dsl.descriptor(
-                                    desc_a, base + T.cast(ring.stage * A_BYTES, "uint32") + a_wg
-                                )
-                                db = dsl.descriptor(
-                                    desc_b,
-                                    base
-                                    + T.cast(stages * A_BYTES + ring.stage * B_BYTES, "uint32")
-                                    + b_wg,
-                                )
-                                dsl.wgmma_fence()
-                                dsl.mma_ksteps(
-                                    acc, da, db, a_steps, b_steps, T.bool(False), WN, FP8
-                                )
-                                dsl.wgmma_commit()
-                                # the next K block's scales load while the wgmmas run
-                                kn = T.min(kb + 1, kb_count - 1)
-                                sc[3 - 3 * p] = SFA[sfa_kb0 + kn, row0]
-                                sc[4 - 3 * p] = SFA[sfa_kb0 + kn, row1]
-                                sc[5 - 3 * p] = SFB[sfb_row, kn]
-                                dsl.wgmma_wait(0)
-                                _release(ring, lane, rank, CL)
-                                scale[0] = sc[3 * p] * sc[3 * p + 2]
-                                scale[1] = sc[3 * p + 1] * sc[3 * p + 2]
-                                # registers 4j, 4j+1: row r_in; 4j+2, 4j+3: row r_in + 8
-                                for i in T.unroll(WN // 2):
-                                    final[i] = final[i] + scale[(i // 2) % 2] * acc[i]
+                                for wave in T.unroll(WAVES):
+                                    da = dsl.descriptor(
+                                        desc_a,
+                                        base
+                                        + T.cast(ring.stage * A_BYTES, "uint32")
+                                        + a_wg
+                                        + T.uint32(wave * 128 * BK),
+                                    )
+                                    db = dsl.descriptor(
+                                        desc_b,
+                                        base
+                                        + T.cast(stages * A_BYTES + ring.stage * B_BYTES, "uint32")
+                                        + b_wg,
+                                    )
+                                    dsl.wgmma_fence()
+                                    dsl.mma_ksteps(
+                                        acc, da, db, a_steps, b_steps, T.bool(False), WN, FP8
+                                    )
+                                    dsl.wgmma_commit()
+                                    if wave == 0:
+                                        # the next K block's scales load while the wgmmas run
+                                        kn = T.min(kb + 1, kb_count - 1)
+                                        sc[NSC * (1 - p)] = SFA[sfa_kb0 + kn, row0]
+                                        sc[NSC * (1 - p) + 1] = SFA[sfa_kb0 + kn, row1]
+                                        if T.constexpr(WAVES == 2):
+                                            r2 = _second_half(row0, row_base, row_end, tm, BM)
+                                            r3 = _second_half(row1, row_base, row_end, tm, BM)
+                                            sc[NSC * (1 - p) + 2] = SFA[sfa_kb0 + kn, r2]
+                                            sc[NSC * (1 - p) + 3] = SFA[sfa_kb0 + kn, r3]
+                                        sc[NSC * (2 - p) - 1] = SFB[sfb_row, kn]
+                                    dsl.wgmma_wait(0)
+                                    if wave == WAVES - 1:
+                                        _release(ring, lane, rank, CL)
+                                    scale[0] = sc[NSC * p + 2 * wave] * sc[NSC * p + NSC - 1]
+                                    scale[1] = sc[NSC * p + 2 * wave + 1] * sc[NSC * p + NSC - 1]
+                                    # registers 4j, 4j+1: row r_in; 4j+2, 4j+3: row r_in + 8
+                                    for i in T.unroll(WN // 2):
+                                        final[wave * (WN // 2) + i] = (
+                                            final[wave * (WN // 2) + i]
+                                            + scale[(i // 2) % 2] * acc[i]
+                                        )
                                 ring.advance()
                 else:
                     # upstream's skipped block: consume the stages, store zeros
@@ -329,17 +376,11 @@ def make_gemm_1d2d(
                         ring.consumer_wait()
                         _release(ring, lane, rank, CL)
                         ring.advance()
-                dsl.store_acc(
-                    final,
-                    D,
-                    row_base + m_off,
-                    tn * BN + n_off,
-                    WN,
-                    row_end,
-                    N,
-                    True,
-                    False,
-                    packed,
-                )
+                _store_rows(final, D, row_base + m_off, tn * BN + n_off, WN, row_end, N, packed)
+                if T.constexpr(WAVES == 2):  # the second half's rows, through acc (free now)
+                    for i in T.unroll(WN // 2):
+                        acc[i] = final[WN // 2 + i]
+                    row = row_base + m_off + 128
+                    _store_rows(acc, D, row, tn * BN + n_off, WN, row_end, N, packed)
 
     return gemm_1d2d

@@ -47,7 +47,8 @@ def pick_stages(bn: int) -> int:
 # ----------------------------------------------------------------------- prefetch schedule
 
 SCHEDULES = ("prefetch", "basic")
-BLOCK_MS = (64, 128)  # upstream's candidates for these GEMMs (256 needs more registers)
+BLOCK_MS = (64, 128)  # the default dispatch's candidates (upstream's, less 256)
+WIDE_BM = 256  # upstream's third candidate, opt-in (bench variant) until timed
 BLOCK_NS = (32, 64, 128)  # divisors of the 128-column scale block, ascending as upstream
 PREFETCH_MAX_STAGES = 12
 
@@ -112,15 +113,18 @@ def multicast() -> bool:
     return value == "1"
 
 
-def pick_layout(m: int, n: int, k: int, sms: int, allow_multicast: bool) -> tuple[int, int, int]:
+def pick_layout(
+    m: int, n: int, k: int, sms: int, allow_multicast: bool, bms: tuple[int, ...] = BLOCK_MS
+) -> tuple[int, int, int]:
     """(BLOCK_M, BLOCK_N, cluster) of the normal GEMM: :func:`pick_block`'s tile, and a CTA
-    pair multicasting B (cluster 2) where upstream's model says it pays."""
-    bm, bn = pick_block(m, n, k, sms)
+    pair multicasting B (cluster 2) where upstream's model says it pays; ``bms``: the BLOCK_M
+    candidates."""
+    bm, bn = pick_block(m, n, k, sms, bms=bms)
     if not allow_multicast or sms % 2:
         return bm, bn, 1
     best = (bm, bn, 1)
     best_cycles = block_cycles(max(m, 1), n, k, 1, bm, bn, sms)
-    for cbm in BLOCK_MS:
+    for cbm in bms:
         for cbn in BLOCK_NS:
             if n % cbn:
                 continue

@@ -28,6 +28,7 @@ import torch
 from tirx_kernels.core import testing, toolchain
 from tirx_kernels.deepgemm._gemm_1d2d_tirx import make_gemm_1d2d
 from tirx_kernels.deepgemm._gemm_schedule import (
+    WIDE_BM,
     multicast,
     num_sms,
     pick_bn,
@@ -197,7 +198,8 @@ def _build_scaled_mm(aq, sfa, bq, sfb):
 
 def run_bench(M, N, K, **options):
     """Kernel time (us) of ours (the selected schedule), the basic schedule (``tirx_basic``),
-    the prefetch schedule without multicast where it multicasts (``tirx_no_multicast``),
+    the prefetch schedule without multicast where it multicasts (``tirx_no_multicast``), the
+    opt-in 256-row tiles from M = 256 on (``tirx_bm256``),
     ``deep_gemm.fp8_gemm_nt`` and torch ``F.scaled_mm``."""
     aq, sfa, bq, sfb, d = prepare_data(M, N, K)
     references = {}
@@ -211,6 +213,16 @@ def run_bench(M, N, K, **options):
             return lambda: kernel(*args)
 
         references["tirx_no_multicast"] = build_no_multicast
+    if schedule() != "basic" and M >= WIDE_BM:  # the opt-in 256-row tiles, timed beside
+        wide = pick_layout(M, N, K, num_sms(), multicast(), bms=(WIDE_BM,))
+
+        def build_wide():
+            kernel = compiled_gemm_1d2d("normal", N, K, wide[0], wide[1], cluster=wide[2])
+            out = torch.empty_like(d)
+            args = (aq, bq, sfa_mn_major(sfa), sfb, out, no_index(aq.device))
+            return lambda: kernel(*args)
+
+        references["tirx_bm256"] = build_wide
     if schedule() != "basic":
 
         def build_basic():
