@@ -26,12 +26,14 @@ FlashMLA's tolerances (out: abs 8e-4 + rel 2.01/128 against the reference rounde
 dtype; lse: abs 1e-6 + rel 8.01/65536). run_bench times the op (metadata precomputed, no
 argument checks) with the selected variant as ``tirx`` and every other variant as
 ``tirx_<variant>`` (``$TIRX_FLASHMLA_VARIANT``, docs/mla_decode.md) beside FlashMLA's
-(``sgl-flash-mla``) when it is installed; run_test checks every variant.
+(``sgl-flash-mla``) and FlashInfer's MLA where installed, with each one's KV-cache GB/s;
+run_test checks every variant.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import random
 
@@ -231,97 +233,29 @@ CONFIGS = [
     },
 ]
 
+
+def _bench_config(h_q, s_q, batch, s_k, causal=False):
+    """A bf16 bench row of ``batch`` requests of ``s_k`` tokens each."""
+    label = f"bf16_h{h_q}_sq{s_q}_b{batch}_sk{s_k}" + ("_causal" if causal else "")
+    return {
+        "label": label,
+        "dtype": "bfloat16",
+        "h_q": h_q,
+        "s_q": s_q,
+        "batch": batch,
+        "s_k": s_k,
+        "varlen": False,
+        "causal": causal,
+    }
+
+
+# the issue's grid at h_q 128 (DeepSeek-V3 at TP 1), then TP 8 (h_q 16, memory-bound) and
+# MTP (s_q 2, causal)
 BENCH_CONFIGS = [
-    {
-        "label": "bf16_h128_sq1_b16_sk1024",
-        "dtype": "bfloat16",
-        "h_q": 128,
-        "s_q": 1,
-        "batch": 16,
-        "s_k": 1024,
-        "varlen": False,
-        "causal": False,
-    },
-    {
-        "label": "bf16_h128_sq1_b16_sk4096",
-        "dtype": "bfloat16",
-        "h_q": 128,
-        "s_q": 1,
-        "batch": 16,
-        "s_k": 4096,
-        "varlen": False,
-        "causal": False,
-    },
-    {
-        "label": "bf16_h128_sq1_b16_sk8192",
-        "dtype": "bfloat16",
-        "h_q": 128,
-        "s_q": 1,
-        "batch": 16,
-        "s_k": 8192,
-        "varlen": False,
-        "causal": False,
-    },
-    {
-        "label": "bf16_h128_sq1_b64_sk1024",
-        "dtype": "bfloat16",
-        "h_q": 128,
-        "s_q": 1,
-        "batch": 64,
-        "s_k": 1024,
-        "varlen": False,
-        "causal": False,
-    },
-    {
-        "label": "bf16_h128_sq1_b64_sk4096",
-        "dtype": "bfloat16",
-        "h_q": 128,
-        "s_q": 1,
-        "batch": 64,
-        "s_k": 4096,
-        "varlen": False,
-        "causal": False,
-    },
-    {
-        "label": "bf16_h128_sq1_b64_sk8192",
-        "dtype": "bfloat16",
-        "h_q": 128,
-        "s_q": 1,
-        "batch": 64,
-        "s_k": 8192,
-        "varlen": False,
-        "causal": False,
-    },
-    {
-        "label": "bf16_h128_sq1_b128_sk1024",
-        "dtype": "bfloat16",
-        "h_q": 128,
-        "s_q": 1,
-        "batch": 128,
-        "s_k": 1024,
-        "varlen": False,
-        "causal": False,
-    },
-    {
-        "label": "bf16_h128_sq1_b128_sk4096",
-        "dtype": "bfloat16",
-        "h_q": 128,
-        "s_q": 1,
-        "batch": 128,
-        "s_k": 4096,
-        "varlen": False,
-        "causal": False,
-    },
-    {
-        "label": "bf16_h128_sq1_b128_sk8192",
-        "dtype": "bfloat16",
-        "h_q": 128,
-        "s_q": 1,
-        "batch": 128,
-        "s_k": 8192,
-        "varlen": False,
-        "causal": False,
-    },
+    *(_bench_config(128, 1, b, s_k) for b in (16, 64, 128) for s_k in (1024, 4096, 8192)),
+    _bench_config(16, 1, 64, 8192),
+    _bench_config(16, 1, 128, 8192),
+    _bench_config(128, 2, 64, 4096, causal=True),
 ]
 
 OUT_TOLS = {"atol": 8e-4, "rtol": 2.01 / 128}  # FlashMLA's tests/test_flash_mla_dense_decoding.py
@@ -514,8 +448,11 @@ def run_bench(
     """Times the op with the selected variant as ``tirx`` and every other variant as
     ``tirx_<variant>`` (none when ``$TIRX_FLASHMLA_VARIANT`` names one; the op's launches;
     metadata precomputed, no argument checks), beside FlashMLA (``flash_mla``,
-    ``use_legacy=True``) when it is installed: one run compares them. The data is generated
-    on the GPU (the big configs' caches take seconds on a CPU)."""
+    ``use_legacy=True``) and FlashInfer's MLA (``BatchMLAPagedAttentionWrapper``, backend
+    ``fa3``) where they are installed: one run compares them. ``result["kv_gbps"]`` is each
+    one's KV-cache bytes (every request's tokens, read once) per second, in GB/s, the
+    memory-bound rows' measure. The data is generated on the GPU (the big configs' caches
+    take seconds on a CPU)."""
     q, k_cache, table, seqlens = prepare_data(
         dtype, h_q, s_q, batch, s_k, varlen, causal, on_device=True
     )
@@ -549,7 +486,51 @@ def run_bench(
         return launch_ref
 
     refs = {"flash_mla": build_flashmla} if available("flash_mla") else {}
+    if available("flashinfer"):
+        args = (q, k_cache, table, seqlens, scale, causal)
+        refs["flashinfer_fa3"] = functools.partial(_flashinfer_mla, *args)
     chosen_opts = {key: value for key, value in options.items() if key in BENCH_OPTIONS}
     result = toolchain.bench(funcs, references=refs, **chosen_opts)
     result["variant"] = chosen
+    kv_bytes = sum(seqlens.tolist()) * D_QK * k_cache.element_size()
+    result["kv_gbps"] = {
+        name: kv_bytes / (us * 1e3) for name, us in (result.get("impls_us") or {}).items()
+    }
     return result
+
+
+def _flashinfer_mla(q, k_cache, table, seqlens, scale, causal):
+    """A launch of FlashInfer's MLA decode (backend ``fa3``) on the same paged cache: CSR
+    page lists from the block table, q and the cache split into their 512 + 64 dims."""
+    import warnings
+
+    import flashinfer
+
+    batch, s_q, h_q, _ = q.shape
+    pages = [-(-n // PAGE) for n in seqlens.tolist()]
+    dev = q.device
+    kv_indptr = torch.tensor([0, *itertools.accumulate(pages)], dtype=torch.int32, device=dev)
+    kv_indices = torch.cat([table[b, :n] for b, n in enumerate(pages)])
+    qo_indptr = torch.arange(0, (batch + 1) * s_q, s_q, dtype=torch.int32, device=dev)
+    workspace = torch.empty(128 << 20, dtype=torch.int8, device=dev)
+    wrapper = flashinfer.mla.BatchMLAPagedAttentionWrapper(workspace, backend="fa3")
+    rows, cache = q.view(-1, h_q, D_QK), k_cache.view(-1, PAGE, D_QK)
+    args = (rows[..., :D_V], rows[..., D_V:], cache[..., :D_V], cache[..., D_V:])
+    with warnings.catch_warnings():  # its flat metadata and split tensors are deprecated
+        warnings.simplefilter("ignore", DeprecationWarning)
+        wrapper.plan(
+            qo_indptr,
+            kv_indptr,
+            kv_indices,
+            seqlens,
+            h_q,
+            D_V,
+            D_QK - D_V,
+            PAGE,
+            causal,
+            scale,
+            q.dtype,
+            k_cache.dtype,
+        )
+        wrapper.run(*args)  # builds its module and warns once, outside the timing
+    return lambda: wrapper.run(*args)
