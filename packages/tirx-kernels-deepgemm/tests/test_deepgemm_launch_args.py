@@ -25,8 +25,10 @@ def launched(monkeypatch):
     """The kernels the ops launched; memory checks off (the tensors live on the CPU)."""
     funcs: list = []
 
-    def gemm_1d2d(kind, N, K, bm, bn, num_groups=1, cluster=1):
-        return make_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster=cluster)
+    def gemm_1d2d(kind, N, K, bm, bn, num_groups=1, cluster=1, multicast_a=False):
+        return make_gemm_1d2d(
+            kind, N, K, bm, bn, num_groups, cluster=cluster, multicast_a=multicast_a
+        )
 
     for module in (fp8_gemm, m_grouped):
         monkeypatch.setattr(
@@ -112,16 +114,16 @@ def test_m_grouped_masked_picks_its_kernel_once_per_call(launched, monkeypatch):
     assert len(launched) == 3
 
 
-@pytest.mark.parametrize("cluster", [1, 2])
+@pytest.mark.parametrize("cluster, multicast_a", [(1, False), (2, False), (2, True)])
 @pytest.mark.parametrize("M", [1, 300])
-def test_wide_tile_launch_matches_the_kernel(launched, M, cluster):
+def test_wide_tile_launch_matches_the_kernel(launched, M, cluster, multicast_a):
     """BLOCK_M 256 (opt-in, the bench's tirx_bm256): launched as the op launches its tiles."""
     N, K = 512, 384
     sfa = torch.ones(M, K // 128, dtype=F32)
     args = (torch.zeros(M, K, dtype=E4M3), torch.zeros(N, K, dtype=E4M3))
     args += (fp8_gemm._sfa_mn_major(sfa), torch.ones(N // 128, K // 128, dtype=F32))
     args += (torch.empty(M, N, dtype=BF16), torch.zeros(1, dtype=I32))
-    fp8_gemm.compiled_gemm_1d2d("normal", N, K, 256, 128, cluster=cluster)(*args)
+    fp8_gemm.compiled_gemm_1d2d("normal", N, K, 256, 128, 1, cluster, multicast_a)(*args)
     assert len(launched) == 1
 
 
@@ -133,6 +135,25 @@ def test_wide_tiles_are_for_the_normal_gemm_and_compile():
         make_gemm_1d2d("masked", 512, 384, 256, 128, 4)
     assert pick_layout(4096, 4096, 4096, 132, True, bms=(WIDE_BM,))[0] == WIDE_BM
     assert toolchain.compile_cubin(make_gemm_1d2d("normal", 4096, 4096, 256, 128, cluster=2))
+
+
+def test_a_sharing_pairs_take_the_n_tiles_two_by_two():
+    """Upstream's cluster_n: the pair's CTAs load half of one A tile each and multicast it;
+    the model prefers it for the large shapes, and it needs an even N-tile count."""
+    from tirx_kernels.core import toolchain
+    from tirx_kernels.deepgemm._gemm_schedule import block_cycles, pick_wide_layout
+
+    func = make_gemm_1d2d("normal", 4096, 4096, 256, 128, cluster=2, multicast_a=True)
+    source = toolchain.cuda_source(toolchain.compile(func))
+    assert source.count(", (ushort)3);") == 1  # one multicast TMA a K block: the A half
+    assert toolchain.compile_cubin(func)
+    with pytest.raises(ValueError, match="N / bn must be even"):
+        make_gemm_1d2d("normal", 384, 256, 256, 128, cluster=2, multicast_a=True)
+    assert pick_wide_layout(4096, 4096, 4096, 132) == (256, 128, 2, True)
+    assert pick_wide_layout(4096, 384, 4096, 132)[3] is False  # 3 N tiles of 128: no pairs
+    shared_b = block_cycles(4096, 4096, 4096, 1, 256, 128, 132, 2)
+    shared_a = block_cycles(4096, 4096, 4096, 1, 256, 128, 132, 2, multicast_a=True)
+    assert shared_a < shared_b < block_cycles(4096, 4096, 4096, 1, 256, 128, 132)
 
 
 @pytest.mark.parametrize("bn", [32, 64, 128])

@@ -100,13 +100,13 @@ def test_row_major_sfa_gives_the_same_result_and_m0_is_a_no_op():
     fp8_gemm_nt((aq[:0], sfa[:0]), (bq, sfb), empty)
 
 
-@pytest.mark.parametrize("cluster", [1, 2])
+@pytest.mark.parametrize("cluster, multicast_a", [(1, False), (2, False), (2, True)])
 @pytest.mark.parametrize("K", [256, 384])
 @pytest.mark.parametrize("M", [1, 300, 520])  # a half-empty second half; a spare pair tile
-def test_wide_tiles_both_halves(M, K, cluster):
+def test_wide_tiles_both_halves(M, K, cluster, multicast_a):
     """BLOCK_M 256 (opt-in): each 128-row half of every tile, not only the whole, matches."""
     aq, sfa, bq, sfb, d = kernel.prepare_data(M, 512, K, seed=M + K)
-    compiled_gemm_1d2d("normal", 512, K, schedule.WIDE_BM, 128, cluster=cluster)(
+    compiled_gemm_1d2d("normal", 512, K, schedule.WIDE_BM, 128, 1, cluster, multicast_a)(
         aq, bq, _sfa_mn_major(sfa), sfb, d, no_index(aq.device)
     )
     want = kernel.reference(aq, sfa, bq, sfb)
@@ -115,8 +115,8 @@ def test_wide_tiles_both_halves(M, K, cluster):
         assert calc_diff(d[rows], want[rows]) <= kernel.MAX_DIFF, f"rows {int(rows[0])}.."
 
 
-@pytest.mark.parametrize("cluster", [1, 2])
-def test_wide_tiles_walked_by_few_ctas(cluster):
+@pytest.mark.parametrize("cluster, multicast_a", [(1, False), (2, False), (2, True)])
+def test_wide_tiles_walked_by_few_ctas(cluster, multicast_a):
     """BLOCK_M 256 on a 4-CTA grid: each CTA walks four tiles (a partial last M tile among
     them) of eight K blocks, so every slot of the 4-stage ring is used and reused."""
     from tirx_kernels.core import toolchain
@@ -124,7 +124,9 @@ def test_wide_tiles_walked_by_few_ctas(cluster):
 
     M, N, K = 1000, 512, 1024
     aq, sfa, bq, sfb, d = kernel.prepare_data(M, N, K, seed=cluster)
-    func = make_gemm_1d2d("normal", N, K, schedule.WIDE_BM, 128, num_sms=4, cluster=cluster)
+    func = make_gemm_1d2d(
+        "normal", N, K, schedule.WIDE_BM, 128, num_sms=4, cluster=cluster, multicast_a=multicast_a
+    )
     toolchain.compile(func)(aq, bq, _sfa_mn_major(sfa), sfb, d, no_index(aq.device))
     want = kernel.reference(aq, sfa, bq, sfb)
     assert torch.isfinite(d).all()

@@ -136,6 +136,32 @@ def _valid(kind, idx, row):
     return T.bool(True)
 
 
+def _cluster_tile(t, walk, nb_count, cm, cn, rank):
+    """(M tile, N tile) of this CTA in cluster work unit ``t`` of the walk: a pair along M
+    (``cm`` 2) takes two M tiles of one N tile, a pair along N (``cn`` 2) two N tiles of one
+    M tile, each CTA the one of its ``rank``."""
+    m, n = dsl.grouped_tile(t - walk[2], walk[3], nb_count // cn, GROUP_M // cm)
+    if cn == 1:
+        return m * cm + rank, n
+    return m, n * cn + rank
+
+
+@T.inline
+def _load_operand(arena, offset, rows, src, bar, row, kb, mode, share, rank):
+    """TMA of one operand's K block (``rows`` x 128 from ``row``) into the ring at ``offset``:
+    whole, or with ``share`` 2 this CTA's half, multicast into both CTAs of its pair."""
+    if T.constexpr(share == 1):
+        view = dsl.smem_view(arena, offset, (rows, BK), FP8, mode)
+        dsl.tma_load_tile(view, src, bar, (row, kb * BK), mode, 1)
+    else:  # (a Python int, not a bound variable: the view's shape must stay static)
+        view = dsl.smem_view(
+            arena, offset + rank * (rows // share) * BK, (rows // share, BK), FP8, mode
+        )
+        dsl.tma_load_tile(
+            view, src, bar, (row + rank * (rows // share), kb * BK), mode, 1, cta_mask=3
+        )
+
+
 @T.inline
 def _release(ring, lane, rank, cl):
     """One lane per consumer warp frees the current slot in every CTA that wrote into it."""
@@ -156,9 +182,12 @@ def make_gemm_1d2d(
     num_sms: int | None = None,
     stages: int | None = None,
     cluster: int = 1,
+    multicast_a: bool = False,
 ):
     """The PrimFunc of GEMM type ``kind`` for one (N, K, BLOCK_M, BLOCK_N, groups);
-    ``cluster=2`` (normal only): CTA pairs along M share each B tile by TMA multicast.
+    ``cluster=2`` (normal only): CTA pairs along M share each B tile by TMA multicast, or
+    with ``multicast_a`` pairs along N share each A tile (upstream's cluster_n; N / BLOCK_N
+    must be even).
 
     Arguments: normal ``(A, B, SFA, SFB, D)``; contiguous ``(A, B, SFA, SFB, D, IDX)``;
     masked ``(A, B, SFA, SFB, D, MASK)`` (module docstring)."""
@@ -177,16 +206,18 @@ def make_gemm_1d2d(
             "fp8 1d2d gemm: cluster must be 1, or 2 for the normal GEMM on an even SM count"
         )
     CL = cluster
+    CM, CN = (1, CL) if multicast_a else (CL, 1)  # the pair's extent along M and along N
     G = num_groups if kind != "normal" else 1
     BM, BN = bm, bn
     WN, WAVES = warpgroup_shape(BM, BN)  # columns of a warpgroup's wgmma, 128-row waves
     NSC = 2 * WAVES + 1  # scales of one K block: [sfa rows r, r + 8] per wave, then sfb
     A_BYTES, B_BYTES = BM * BK, BN * BK
-    HALF = BN // CL  # B rows each CTA of a cluster loads (and multicasts)
     clusters = num_sms // CL  # persistent grid: one CTA per SM, in clusters of CL
     stages = stages or prefetch_stages(BM, BN)
     smem = stages * (A_BYTES + B_BYTES)
     kb_count, nb_count = K // BK, N // BN
+    if nb_count % CN:
+        raise ValueError(f"fp8 1d2d gemm: A multicast pairs N tiles: N / bn must be even, got {N}")
     pairs = (kb_count + 1) // 2
     mode = Swizzle.B128
     desc_a = kmajor_descriptor_base(mode, BM)
@@ -222,7 +253,7 @@ def make_gemm_1d2d(
         dsl.persistent_entry(clusters, CL, smem)
         tid = T.cuda.thread_idx("x")
         wg = tid // 128
-        rank = T.cuda.block_idx("x") % CL  # this CTA's M tile of its cluster's pair
+        rank = T.cuda.block_idx("x") % CL  # this CTA's tile of its cluster's pair
         first = T.cuda.block_idx("x") // CL
         arena = T.alloc_shared((smem,), FP8, scope="shared.dyn", align=1024)
         ring = dsl.Ring(stages)
@@ -232,7 +263,7 @@ def make_gemm_1d2d(
         group_m = T.truncdiv(M, G)  # masked: rows per group
         ring.setup(tid, CL)
         # a cluster's spare M tile (past M: zero-filled A, nothing stored) keeps pairs whole
-        walk[0] = T.truncdiv(T.truncdiv(M + (BM - 1), BM) + (CL - 1), CL) * nb_count
+        walk[0] = T.truncdiv(T.truncdiv(M + (BM - 1), BM) + (CM - 1), CM) * (nb_count // CN)
         if T.constexpr(masked):
             walk[0] = 0
             for g in T.serial(G):
@@ -241,7 +272,7 @@ def make_gemm_1d2d(
                 )
         walk[1] = 0
         walk[2] = 0
-        walk[3] = T.truncdiv(T.truncdiv(M + (BM - 1), BM) + (CL - 1), CL)
+        walk[3] = T.truncdiv(T.truncdiv(M + (BM - 1), BM) + (CM - 1), CM)
         if T.constexpr(masked):
             walk[3] = T.truncdiv(_group_rows(IDX, 0, group_m) + (BM - 1), BM)
         if wg == 0:
@@ -249,39 +280,37 @@ def make_gemm_1d2d(
             if tid == 0:
                 for t in T.serial(first, walk[0], step=clusters):
                     walk_to_group_of(walk, t, IDX, group_m)
-                    cm, tn = dsl.grouped_tile(t - walk[2], walk[3], nb_count, GROUP_M // CL)
-                    tm = cm * CL + rank
+                    tm, tn = _cluster_tile(t, walk, nb_count, CM, CN, rank)
                     a_row, _, b_row, _, _ = _tile_coords(
                         kind, tm, tn, walk[1], IDX, group_m, M, N, BM, BN, kb_count
                     )
                     for kb in T.serial(kb_count):
                         ring.producer_acquire()
                         ring.producer_expect(A_BYTES + B_BYTES)
-                        sa = dsl.smem_view(arena, ring.stage * A_BYTES, (BM, BK), FP8, mode)
-                        dsl.tma_load_tile(sa, A, ring.full_bar(), (a_row, kb * BK), mode, 1)
-                        if T.constexpr(CL == 1):
-                            sb = dsl.smem_view(
-                                arena, stages * A_BYTES + ring.stage * B_BYTES, (BN, BK), FP8, mode
-                            )
-                            dsl.tma_load_tile(sb, B, ring.full_bar(), (b_row, kb * BK), mode, 1)
-                        else:
-                            # this CTA's half of the B tile, into both CTAs of the pair
-                            sb = dsl.smem_view(
-                                arena,
-                                stages * A_BYTES + ring.stage * B_BYTES + rank * HALF * BK,
-                                (HALF, BK),
-                                FP8,
-                                mode,
-                            )
-                            dsl.tma_load_tile(
-                                sb,
-                                B,
-                                ring.full_bar(),
-                                (b_row + rank * HALF, kb * BK),
-                                mode,
-                                1,
-                                cta_mask=(1 << CL) - 1,
-                            )
+                        _load_operand(
+                            arena,
+                            ring.stage * A_BYTES,
+                            BM,
+                            A,
+                            ring.full_bar(),
+                            a_row,
+                            kb,
+                            mode,
+                            CN,
+                            rank,
+                        )
+                        _load_operand(
+                            arena,
+                            stages * A_BYTES + ring.stage * B_BYTES,
+                            BN,
+                            B,
+                            ring.full_bar(),
+                            b_row,
+                            kb,
+                            mode,
+                            CM,
+                            rank,
+                        )
                         ring.advance()
                 if T.constexpr(CL > 1):
                     ring.producer_tail()
@@ -303,8 +332,7 @@ def make_gemm_1d2d(
             r_in = m_off + 16 * (t_in // 32) + (t_in % 32) // 4
             for t in T.serial(first, walk[0], step=clusters):
                 walk_to_group_of(walk, t, IDX, group_m)
-                cm, tn = dsl.grouped_tile(t - walk[2], walk[3], nb_count, GROUP_M // CL)
-                tm = cm * CL + rank
+                tm, tn = _cluster_tile(t, walk, nb_count, CM, CN, rank)
                 # D rows of this tile: [row_base, row_end); A scale rows past the end read
                 # the last valid row (their outputs are never stored)
                 row_base, row_end, _, sfa_kb0, sfb_row = _tile_coords(

@@ -62,21 +62,31 @@ def schedule() -> str:
 
 
 def block_cycles(
-    m: int, n: int, k: int, groups: int, bm: int, bn: int, sms: int, cluster: int = 1
+    m: int,
+    n: int,
+    k: int,
+    groups: int,
+    bm: int,
+    bn: int,
+    sms: int,
+    cluster: int = 1,
+    multicast_a: bool = False,
 ) -> float:
     """Upstream's estimate of a (bm, bn) layout's cost: the larger of its L1 and L2 cycles
     (e4m3 A/B, bf16 D), divided by the wave efficiency. ``cluster`` 2: CTA pairs along M
-    multicast B (half the B bytes from L2; an odd M-tile count leaves a spare tile); as
-    upstream, never for a single wave."""
-    m_tiles = -(-m // bm)
-    blocks = -(-m_tiles // cluster) * cluster * -(-n // bn) * groups
+    multicast B (half the B bytes from L2; an odd M-tile count leaves a spare tile), or with
+    ``multicast_a`` pairs along N multicast A (upstream's cluster_n); as upstream, never for
+    a single wave."""
+    cm, cn = (1, cluster) if multicast_a else (cluster, 1)
+    m_tiles, n_tiles = -(-m // bm), -(-n // bn)
+    blocks = -(-m_tiles // cm) * cm * (-(-n_tiles // cn) * cn) * groups
     waves = -(-blocks // sms)
     if cluster > 1 and waves <= 1:
         return float("inf")
     l2_bw = min(64.0 * sms, 8e6 / 1.3e3)  # bytes per cycle
     l1_bw = 128.0 * sms
     cd = bm * bn * 2
-    l2 = (k * (bm + bn / cluster) + cd) * blocks / l2_bw
+    l2 = (k * (bm / cn + bn / cm) + cd) * blocks / l2_bw
     l1 = (k * (bm + bn) + k * (max(64, bm) + bn) + cd + cd) * blocks / l1_bw
     return max(l1, l2) / (blocks / (waves * sms))
 
@@ -131,4 +141,22 @@ def pick_layout(
             cycles = block_cycles(max(m, 1), n, k, 1, cbm, cbn, sms, cluster=2)
             if cycles < best_cycles:
                 best, best_cycles = (cbm, cbn, 2), cycles
+    return best
+
+
+def pick_wide_layout(m: int, n: int, k: int, sms: int) -> tuple[int, int, int, bool]:
+    """The opt-in BLOCK_M 256 tiles' (BLOCK_M, BLOCK_N, cluster, multicast_a): the BLOCK_N
+    and CTA pair (none, along M sharing B, along N sharing A) of least :func:`block_cycles`,
+    as upstream ranks its candidates; an A-sharing pair needs an even N-tile count."""
+    best, best_cycles = None, None
+    for bn in BLOCK_NS:
+        if n % bn:
+            continue
+        for cluster, multicast_a in ((1, False), (2, False), (2, True)):
+            if cluster > 1 and (sms % 2 or (multicast_a and (n // bn) % 2)):
+                continue
+            cycles = block_cycles(max(m, 1), n, k, 1, WIDE_BM, bn, sms, cluster, multicast_a)
+            if best_cycles is None or cycles < best_cycles:
+                best, best_cycles = (WIDE_BM, bn, cluster, multicast_a), cycles
+    assert best is not None
     return best

@@ -58,15 +58,23 @@ def compiled_fp8_gemm_nt(N: int, K: int, bn: int):
 
 
 def compiled_gemm_1d2d(
-    kind: str, N: int, K: int, bm: int, bn: int, num_groups: int = 1, cluster: int = 1
+    kind: str,
+    N: int,
+    K: int,
+    bm: int,
+    bn: int,
+    num_groups: int = 1,
+    cluster: int = 1,
+    multicast_a: bool = False,
 ):
     """A prefetch-schedule kernel (``_gemm_1d2d_tirx``), compiled once per configuration."""
-    return _compiled_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster)
+    return _compiled_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster, multicast_a)
 
 
 @functools.cache
-def _compiled_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster):
-    return toolchain.compile(make_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster=cluster))
+def _compiled_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster, multicast_a):
+    func = make_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster=cluster, multicast_a=multicast_a)
+    return toolchain.compile(func)
 
 
 _NO_INDEX: dict[torch.device, torch.Tensor] = {}

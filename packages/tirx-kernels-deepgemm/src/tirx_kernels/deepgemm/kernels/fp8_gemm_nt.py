@@ -33,6 +33,7 @@ from tirx_kernels.deepgemm._gemm_schedule import (
     num_sms,
     pick_bn,
     pick_layout,
+    pick_wide_layout,
     schedule,
 )
 from tirx_kernels.deepgemm._gemm_tirx import make_fp8_gemm_nt
@@ -196,10 +197,23 @@ def _build_scaled_mm(aq, sfa, bq, sfb):
     raise RuntimeError("F.scaled_mm blockwise: " + "; ".join(errors))
 
 
+def _wide_builder(aq, sfa, bq, sfb, d, bn, cluster, multicast_a):
+    """A bench builder of the BLOCK_M 256 kernel with this N tile and CTA pair."""
+
+    def build():
+        N, K = bq.shape
+        kernel = compiled_gemm_1d2d("normal", N, K, WIDE_BM, bn, 1, cluster, multicast_a)
+        args = (aq, bq, sfa_mn_major(sfa), sfb, torch.empty_like(d), no_index(aq.device))
+        return lambda: kernel(*args)
+
+    return build
+
+
 def run_bench(M, N, K, **options):
     """Kernel time (us) of ours (the selected schedule), the basic schedule (``tirx_basic``),
     the prefetch schedule without multicast where it multicasts (``tirx_no_multicast``), the
-    opt-in 256-row tiles from M = 256 on (``tirx_bm256``),
+    opt-in 256-row tiles from M = 256 on (``tirx_bm256``, the model's CTA pair; with an
+    A-sharing pair also the B-sharing one, ``tirx_bm256_share_b``),
     ``deep_gemm.fp8_gemm_nt`` and torch ``F.scaled_mm``."""
     aq, sfa, bq, sfb, d = prepare_data(M, N, K)
     references = {}
@@ -214,15 +228,10 @@ def run_bench(M, N, K, **options):
 
         references["tirx_no_multicast"] = build_no_multicast
     if schedule() != "basic" and M >= WIDE_BM:  # the opt-in 256-row tiles, timed beside
-        wide = pick_layout(M, N, K, num_sms(), multicast(), bms=(WIDE_BM,))
-
-        def build_wide():
-            kernel = compiled_gemm_1d2d("normal", N, K, wide[0], wide[1], cluster=wide[2])
-            out = torch.empty_like(d)
-            args = (aq, bq, sfa_mn_major(sfa), sfb, out, no_index(aq.device))
-            return lambda: kernel(*args)
-
-        references["tirx_bm256"] = build_wide
+        bm, bn, cluster, multicast_a = pick_wide_layout(M, N, K, num_sms())
+        references["tirx_bm256"] = _wide_builder(aq, sfa, bq, sfb, d, bn, cluster, multicast_a)
+        if multicast_a:  # and the pair sharing B, which ran first (2026-12-06)
+            references["tirx_bm256_share_b"] = _wide_builder(aq, sfa, bq, sfb, d, bn, 2, False)
     if schedule() != "basic":
 
         def build_basic():
