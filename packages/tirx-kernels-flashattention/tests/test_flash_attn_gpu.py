@@ -67,12 +67,14 @@ SCHEDULES = (
     {"bm": 192, "bn": 128},  # three consumer warpgroups (upstream's d 64 tile), turns 1-2-3
     {"bm": 192, "bn": 128, "pingpong": False},
     {"bm": 192, "bn": 128, "pv_smem": True},  # P through shared memory, SS P V
+    {"early_rescale": True},  # O rescaled under the S GEMM, before P V is issued
 )
 # the persistent kernel, in tests of its own: its first GPU run hung (registers over-asked,
 # 2026-12-06), and a hang ends the process, so it must not take the other schedules with it
 PERSISTENT = (
     {"persistent": True},  # one CTA per SM: here one tile each
     {"persistent": True, "grid": 3},  # three CTAs walking 5-6 tiles each: Q reloads, turns
+    {"persistent": True, "grid": 3, "early_rescale": True},  # corrections across tiles
 )
 
 
@@ -88,6 +90,13 @@ def test_schedules_match_reference(override, d, causal):
     """Each schedule, launched directly: if only the default fails, its additions are at
     fault."""
     _check_schedule(override, d, causal)
+
+
+@needs_sm90a
+@pytest.mark.parametrize("causal", [False, True])
+def test_early_rescale_at_head_dim_256(causal):
+    """Upstream rescales O before P V for head dims above 128 (``RescaleOBeforeGemm``)."""
+    _check_schedule({"early_rescale": True}, 256, causal)
 
 
 @needs_sm90a

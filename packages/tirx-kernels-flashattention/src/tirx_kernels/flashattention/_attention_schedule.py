@@ -53,6 +53,9 @@ class Schedule:
     ``persistent``: one CTA per SM walking the Q tiles (upstream's persistent schedulers;
     batched kernel only, varlen keeps one CTA per tile), so a CTA's next Q and K/V load
     while it finishes a tile; ``grid``: that many CTAs instead of the SM count (tests).
+    ``early_rescale``: with ``overlap``, O is rescaled by the previous block's correction
+    between issuing S and P V, under the S GEMM, instead of after P V completes (upstream's
+    ``RescaleOBeforeGemm``, which it takes for head dims above 128; opt-in until timed).
     """
 
     bn: int
@@ -65,6 +68,7 @@ class Schedule:
     pv_smem: bool = False
     persistent: bool = False
     grid: int = 0
+    early_rescale: bool = False
 
     @property
     def consumers(self) -> int:
@@ -110,7 +114,7 @@ def parse_override(text: str) -> dict:
         if not sep or key not in {f.name for f in dataclasses.fields(Schedule)}:
             raise ValueError(
                 f"{ENV}: {item!r} must be key=value with key one of bm, bn, stages, overlap, "
-                "pingpong, split_kv, regs, pv_smem, persistent, grid"
+                "pingpong, split_kv, regs, pv_smem, persistent, grid, early_rescale"
             )
         if key in ("bm", "bn", "stages", "regs", "grid"):
             if not value.isdigit():
@@ -168,7 +172,10 @@ def _schedule(d: int, dv: int, causal: bool, override: dict) -> Schedule:
     grid = override.get("grid", 0)
     if grid and not persistent:
         raise ValueError(f"grid {grid} sizes the persistent grid: set persistent=1 with it")
-    return Schedule(bn, stages, overlap, pingpong, split_kv, regs, bm, pv_smem, persistent, grid)
+    early_rescale = override.get("early_rescale", False)
+    return Schedule(
+        bn, stages, overlap, pingpong, split_kv, regs, bm, pv_smem, persistent, grid, early_rescale
+    )
 
 
 def pick_tiles(d: int, dv: int, causal: bool = False) -> tuple[int, int]:

@@ -309,6 +309,8 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
             for it in T.serial(1, n_blocks):
                 _sched_sync(st.wg, pingpong)
                 _issue_s(st.s, dq, kslot, st.kring, q_steps, k_steps, BN, dtype)
+                if T.constexpr(sched.early_rescale):  # block it - 1's correction, under S
+                    _rescale(st.o, st.corr, dv)
                 _issue_pv(
                     st.o, st.p, vslot, st.vring, v_steps, dv, dtype, split, p_tile, base, st.wg
                 )
@@ -321,9 +323,12 @@ def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
                 )
                 dsl.wgmma_wait(0)  # P V of block it - 1 done: its slot, P and O are free
                 _done_v(st.kring, st.vring, st.lane, split)
-                _rescale(st.o, st.corr, dv)
+                if T.constexpr(not sched.early_rescale):
+                    _rescale(st.o, st.corr, dv)
                 _to_p(st.p, st.s, BN, dtype, p_tile, base, st.wg)
             _q_done(st.qfree, st.lane)  # every S of the tile has completed
+            if T.constexpr(sched.early_rescale):
+                _rescale(st.o, st.corr, dv)
             _issue_pv(st.o, st.p, vslot, st.vring, v_steps, dv, dtype, split, p_tile, base, st.wg)
             dsl.wgmma_wait(0)
             _done_v(st.kring, st.vring, st.lane, split)

@@ -224,6 +224,7 @@ def run_bench(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal
         refs["flashinfer_fa3"] = build_flashinfer
     # one CTA per SM walking the tiles (upstream's persistent schedulers)
     refs["tirx_persistent"] = lambda: _launch_with(data, scale, causal, {"persistent": True})
+    refs["tirx_early_rescale"] = lambda: _launch_with(data, scale, causal, {"early_rescale": True})
     if d == 64:  # upstream's d 64 tiles (three consumer warpgroups), timed beside the default
         refs["tirx_bm192"] = lambda: _launch_with(data, scale, causal, {"bm": 192, "bn": 128})
         if not causal:  # 192 x 192 with P through shared memory, as upstream's non-causal
