@@ -234,11 +234,18 @@ CONFIGS = [
 ]
 
 
-def _bench_config(h_q, s_q, batch, s_k, causal=False):
-    """A bf16 bench row of ``batch`` requests of ``s_k`` tokens each."""
-    label = f"bf16_h{h_q}_sq{s_q}_b{batch}_sk{s_k}" + ("_causal" if causal else "")
-    return {
-        "label": label,
+# (h_q, s_q, batch, s_k, causal) of the bf16 bench rows: the issue's grid at h_q 128
+# (DeepSeek-V3 at TP 1), then TP 8 (h_q 16, memory-bound) and MTP (s_q 2, causal)
+_BENCH_ROWS = [
+    *((128, 1, b, s_k, False) for b in (16, 64, 128) for s_k in (1024, 4096, 8192)),
+    (16, 1, 64, 8192, False),
+    (16, 1, 128, 8192, False),
+    (128, 2, 64, 4096, True),
+]
+
+BENCH_CONFIGS = [
+    {
+        "label": f"bf16_h{h_q}_sq{s_q}_b{batch}_sk{s_k}" + ("_causal" if causal else ""),
         "dtype": "bfloat16",
         "h_q": h_q,
         "s_q": s_q,
@@ -247,15 +254,7 @@ def _bench_config(h_q, s_q, batch, s_k, causal=False):
         "varlen": False,
         "causal": causal,
     }
-
-
-# the issue's grid at h_q 128 (DeepSeek-V3 at TP 1), then TP 8 (h_q 16, memory-bound) and
-# MTP (s_q 2, causal)
-BENCH_CONFIGS = [
-    *(_bench_config(128, 1, b, s_k) for b in (16, 64, 128) for s_k in (1024, 4096, 8192)),
-    _bench_config(16, 1, 64, 8192),
-    _bench_config(16, 1, 128, 8192),
-    _bench_config(128, 2, 64, 4096, causal=True),
+    for h_q, s_q, batch, s_k, causal in _BENCH_ROWS
 ]
 
 OUT_TOLS = {"atol": 8e-4, "rtol": 2.01 / 128}  # FlashMLA's tests/test_flash_mla_dense_decoding.py
