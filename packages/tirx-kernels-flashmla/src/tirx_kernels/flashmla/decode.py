@@ -286,7 +286,7 @@ def check_args(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, num_spl
         _fail("q", "must be a CUDA tensor")
 
 
-def _outputs(q: torch.Tensor, parts: int) -> tuple[torch.Tensor, ...]:
+def op_outputs(q: torch.Tensor, parts: int) -> tuple[torch.Tensor, ...]:
     """The op's (out, lse, out_accum, lse_accum) for q and ``parts`` scheduler parts."""
     batch, s_q, h_q, _ = q.shape
     rows = s_q * h_q
@@ -315,7 +315,7 @@ def _resolve(inputs: tuple, head_dim_v: int, causal: bool) -> Callable:
     variant = selected_variant()
 
     def plan(inputs, softmax_scale):
-        outputs = _outputs(inputs[0], inputs[4].shape[0])
+        outputs = op_outputs(inputs[0], inputs[4].shape[0])
         launch(variant, outputs, inputs, softmax_scale, causal)
         return outputs[:2]
 
@@ -341,7 +341,7 @@ def flash_mla_with_kvcache(
         out, lse = _plan(inputs, head_dim_v, bool(causal))(inputs, scale)
     else:
         check_args(*inputs[:4], head_dim_v, *inputs[4:])
-        outputs = _outputs(q, tile_scheduler_metadata.shape[0])
+        outputs = op_outputs(q, tile_scheduler_metadata.shape[0])
         torch.ops.tirx_kernels.flash_mla_with_kvcache(*outputs, *inputs, scale, bool(causal))
         out, lse = outputs[:2]
     return out, lse.transpose(1, 2).contiguous()

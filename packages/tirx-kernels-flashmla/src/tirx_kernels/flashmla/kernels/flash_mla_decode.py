@@ -36,6 +36,7 @@ import functools
 import itertools
 import math
 import random
+import warnings
 
 import torch
 
@@ -45,7 +46,13 @@ from tirx_kernels.core.testing import assert_close, available, skip_unless_gpu
 
 from .._mla_decode_schedule import VARIANTS, selected_variant, variants_to_check
 from .._mla_decode_tirx import D_QK, D_V, PAGE, make_combine
-from ..decode import DECODE_FACTORIES, flash_mla_with_kvcache, get_mla_metadata, launch
+from ..decode import (
+    DECODE_FACTORIES,
+    flash_mla_with_kvcache,
+    get_mla_metadata,
+    launch,
+    op_outputs,
+)
 
 KERNEL_META = {
     "name": "flash_mla_decode",
@@ -401,7 +408,7 @@ def run_test(**config):
                 q, k_cache, table, seqlens, D_V, meta, splits, causal=causal
             )
         else:
-            outputs = _outputs(q, int(splits[-1]))
+            outputs = op_outputs(q, meta.shape[0])
             inputs = (q, k_cache, table, seqlens, meta, splits)
             launch(variant, outputs, inputs, D_QK**-0.5, causal)
             out, lse = outputs[0], outputs[1].transpose(1, 2)
@@ -429,18 +436,6 @@ def run_test(**config):
     return report
 
 
-def _outputs(q, total):
-    """Preallocated (out, lse (batch, s_q, h_q), out_accum, lse_accum) of the op."""
-    batch, s_q, h_q, _ = q.shape
-    rows = s_q * h_q
-    return (
-        torch.empty(batch, s_q, h_q, D_V, dtype=q.dtype, device=q.device),
-        torch.empty(batch, s_q, h_q, dtype=torch.float32, device=q.device),
-        torch.empty(max(total, 1), rows, D_V, dtype=torch.float32, device=q.device),
-        torch.empty(max(total, 1), rows, dtype=torch.float32, device=q.device),
-    )
-
-
 def run_bench(
     dtype="bfloat16", h_q=128, s_q=1, batch=64, s_k=4096, varlen=False, causal=False, **options
 ):
@@ -456,13 +451,12 @@ def run_bench(
         dtype, h_q, s_q, batch, s_k, varlen, causal, on_device=True
     )
     meta, splits = get_mla_metadata(seqlens, s_q * h_q, 1)
-    total = int(splits[-1])
     op = torch.ops.tirx_kernels.flash_mla_with_kvcache
     scale = D_QK**-0.5
     chosen = selected_variant()
 
     def ours(variant):
-        outputs = _outputs(q, total)
+        outputs = op_outputs(q, meta.shape[0])
         inputs = (q, k_cache, table, seqlens, meta, splits)
         if variant == chosen:
             return functools.partial(op, *outputs, *inputs, scale, causal)
@@ -501,8 +495,6 @@ def run_bench(
 def _flashinfer_mla(q, k_cache, table, seqlens, scale, causal):
     """A launch of FlashInfer's MLA decode (backend ``fa3``) on the same paged cache: CSR
     page lists from the block table, q and the cache split into their 512 + 64 dims."""
-    import warnings
-
     import flashinfer
 
     batch, s_q, h_q, _ = q.shape
