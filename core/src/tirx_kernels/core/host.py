@@ -71,6 +71,16 @@ def main_of(executable: Any) -> Callable:
     return executable.jit()["main"]
 
 
+def direct_launcher(executable: Any, *examples: Any) -> Callable | None:
+    """A launcher of ``executable`` for calls shaped as ``examples`` (its host function's
+    arguments) that skips TVM's CUDA-module launcher and checks as the host function does
+    (:func:`tirx_kernels.core.direct_launch.bound`), or ``None`` where that does not apply:
+    callers then keep ``main_of(executable)``."""
+    from . import direct_launch
+
+    return direct_launch.bound(executable, *examples)
+
+
 def kernel_checked(plan: Callable) -> Callable:
     """Mark ``plan`` as one launch of a kernel on the caller's tensors as they are, which that
     kernel's host function checks in full: :func:`run` may reuse it on a coarser key."""

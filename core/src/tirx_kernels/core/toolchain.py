@@ -33,12 +33,14 @@ __all__ = [
     "cuda_source",
     "distributed_context",
     "gpu_arch",
+    "host_code",
     "num_sms",
     "ptxas_usage",
     "setmaxnreg_shortfall",
     "sm_count",
     "target",
     "tirx_version",
+    "walk",
 ]
 
 
@@ -60,13 +62,14 @@ def compile(func, arch: str = "sm_90a"):  # noqa: A001 - mirrors tvm_tirx.tirx.c
     """
     where = kernel_cache.folder()
     if where is None or gpu_arch() is None:  # a CPU build is CUDA source: nothing to reuse
-        return tvm_tirx.tirx.compile(func, target=target(arch))
-    path = kernel_cache.entry(where, func.script(), arch, tirx_version())
-    executable = kernel_cache.load(path, _load_library)
-    if executable is None:
         executable = tvm_tirx.tirx.compile(func, target=target(arch))
-        kernel_cache.store(path, executable.export_library)
-    executable.tirx_func = (func, arch)  # cuda_source lowers it again if need be
+    else:
+        path = kernel_cache.entry(where, func.script(), arch, tirx_version())
+        executable = kernel_cache.load(path, _load_library)
+        if executable is None:
+            executable = tvm_tirx.tirx.compile(func, target=target(arch))
+            kernel_cache.store(path, executable.export_library)
+    executable.tirx_func = (func, arch)  # cuda_source and host_code lower it again
     return executable
 
 
@@ -89,6 +92,39 @@ def cuda_source(executable) -> str:
         return source
     func, arch = executable.tirx_func  # a loaded cubin's module answers "" on the GPU
     return tvm_tirx.tirx.compile(func, target=target(arch)).mod.imports[0].inspect_source()
+
+
+def host_code(executable) -> Any:
+    """The generated host function of a compiled executable, as TIRx's compile has it right
+    after splitting host from device code (lowered again; no device code generated)."""
+    import importlib
+
+    func, arch = executable.tirx_func
+    compile_module: Any = importlib.import_module(tvm_tirx.tirx.compile.__module__)
+    split = compile_module._split_host_device_modules
+    seen: list = []
+
+    class _Stop(Exception):
+        pass
+
+    def capture(mod):  # the host half, then stop before code generation
+        seen.append(split(mod)[0])
+        raise _Stop
+
+    compile_module._split_host_device_modules = capture
+    try:
+        tvm_tirx.tirx.compile(func, target=target(arch))
+    except _Stop:
+        pass
+    finally:
+        compile_module._split_host_device_modules = split
+    (function,) = seen[0].functions.values()
+    return function
+
+
+def walk(node: Any, callback: Callable, order: str = "post") -> None:
+    """Call ``callback(child, facts)`` on every node under the TIRx IR ``node``."""
+    tvm_tirx.tirx.structural_walk_with_constraint_context(node, callback, order=order)
 
 
 def compile_cubin(func, arch: str = "sm_90a") -> bytes:

@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: Copyright TIRx authors
+//
+// A launcher bound to one call shape of a compiled TIRx kernel: the checks its generated host
+// function makes (dtype, shape, compact strides, alignment, device), then cudaLaunchKernel on
+// the tvm-ffi stream, without TVM's CUDA-module launcher (why: flashinfer docs/overhead.md).
+// The Python side (direct_launch.py) reads the spec from the executable's host code.
+#include <tvm/ffi/container/array.h>
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/extra/cuda/cubin_launcher.h>
+#include <tvm/ffi/function.h>
+#include <tvm/ffi/string.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+using tvm::ffi::AnyView;
+using tvm::ffi::Array;
+using tvm::ffi::Function;
+using tvm::ffi::PackedArgs;
+namespace cuda_api = tvm::ffi::cuda_api;
+
+// how a kernel parameter is made from the call's arguments (direct_launch.py: PARAM_KINDS)
+enum ParamKind : int64_t { kPointer = 0, kF32 = 1, kI32 = 2, kI64 = 3, kConstI32 = 4, kConstI64 = 5 };
+
+struct TensorCheck {
+  int arg;
+  DLDevice device;
+  DLDataType dtype;
+  int64_t align;
+  std::vector<int64_t> shape;
+};
+
+struct Launch {
+  cuda_api::KernelHandle kernel;
+  int64_t dims[6];  // grid xyz, block xyz: a constant, or -(i + 1) for int argument i
+  uint32_t dyn_smem;
+  std::vector<std::pair<int64_t, int64_t>> params;  // (ParamKind, argument index or value)
+};
+
+struct Bound {
+  std::string name;
+  int num_args;
+  std::vector<TensorCheck> checks;
+  std::vector<Launch> launches;
+  bool dry;
+};
+
+const DLTensor* TensorArg(const Bound& b, const PackedArgs& args, int i) {
+  auto t = args[i].try_cast<DLTensor*>();
+  if (!t.has_value()) {
+    TVM_FFI_THROW(TypeError) << b.name << ": argument #" << i << " must be a tensor, got "
+                             << args[i].GetTypeKey();
+  }
+  return *t;
+}
+
+void Check(const Bound& b, const PackedArgs& args) {
+  if (args.size() != b.num_args) {
+    TVM_FFI_THROW(TypeError) << b.name << ": expected " << b.num_args << " arguments, got "
+                             << args.size();
+  }
+  for (const TensorCheck& c : b.checks) {
+    const DLTensor* t = TensorArg(b, args, c.arg);
+    bool ok = t->ndim == static_cast<int>(c.shape.size()) && t->dtype.code == c.dtype.code &&
+              t->dtype.bits == c.dtype.bits && t->dtype.lanes == c.dtype.lanes &&
+              t->device.device_type == c.device.device_type &&
+              t->device.device_id == c.device.device_id;
+    int64_t expected_stride = 1;
+    for (int d = t->ndim - 1; ok && d >= 0; --d) {
+      ok = t->shape[d] == c.shape[d] &&
+           (t->strides == nullptr || t->shape[d] == 1 || t->strides[d] == expected_stride);
+      expected_stride *= t->shape[d];
+    }
+    uintptr_t address = reinterpret_cast<uintptr_t>(t->data) + t->byte_offset;
+    if (!ok || address % c.align != 0) {
+      TVM_FFI_THROW(ValueError) << b.name << ": argument #" << c.arg
+                                << " is not the compact, " << c.align
+                                << "-byte aligned tensor of the shape, dtype and device this "
+                                   "launcher was bound to";
+    }
+  }
+}
+
+// the value a kernel parameter points to (params[k] = &values[k])
+union Value {
+  void* pointer;
+  float f32;
+  int32_t i32;
+  int64_t i64;
+};
+
+Value ParamValue(const Bound& b, const PackedArgs& args, int64_t kind, int64_t v) {
+  Value out;
+  out.i64 = 0;
+  switch (kind) {
+    case kPointer: {
+      const DLTensor* t = TensorArg(b, args, static_cast<int>(v));
+      out.pointer = static_cast<char*>(t->data) + t->byte_offset;
+      break;
+    }
+    case kF32:
+      out.f32 = static_cast<float>(args[v].cast<double>());
+      break;
+    case kI32:
+      out.i32 = static_cast<int32_t>(args[v].cast<int64_t>());
+      break;
+    case kI64:
+      out.i64 = args[v].cast<int64_t>();
+      break;
+    case kConstI32:
+      out.i32 = static_cast<int32_t>(v);
+      break;
+    case kConstI64:
+      out.i64 = v;
+      break;
+    default:
+      TVM_FFI_THROW(InternalError) << b.name << ": unknown parameter kind " << kind;
+  }
+  return out;
+}
+
+void Call(const Bound& b, PackedArgs args, tvm::ffi::Any* rv) {
+  Check(b, args);
+  Array<int64_t> dry;  // per launch its parameters as int64 words, then its dims (tests)
+  for (const Launch& l : b.launches) {
+    Value values[64];
+    void* params[64];
+    size_t n = l.params.size();
+    for (size_t k = 0; k < n; ++k) {
+      values[k] = ParamValue(b, args, l.params[k].first, l.params[k].second);
+      params[k] = &values[k];
+      if (b.dry) dry.push_back(values[k].i64);
+    }
+    uint32_t dims[6];
+    for (int d = 0; d < 6; ++d) {
+      int64_t v = l.dims[d] >= 0 ? l.dims[d] : args[-l.dims[d] - 1].cast<int64_t>();
+      if (v <= 0 || v > INT32_MAX) {
+        TVM_FFI_THROW(ValueError) << b.name << ": launch dimension " << d << " is " << v;
+      }
+      dims[d] = static_cast<uint32_t>(v);
+      if (b.dry) dry.push_back(v);
+    }
+    if (b.dry) continue;
+    int device = b.checks.empty() ? 0 : b.checks[0].device.device_id;
+    int current = -1;
+    // the host function sets the device too (TVMBackendSetDevice); here only when it differs
+    if (cudaGetDevice(&current) != cudaSuccess || current != device) {
+      TVM_FFI_CHECK_CUBIN_LAUNCHER_CUDA_ERROR(cudaSetDevice(device));
+    }
+    auto stream = static_cast<cuda_api::StreamHandle>(TVMFFIEnvGetStream(kDLCUDA, device));
+    TVM_FFI_CHECK_CUBIN_LAUNCHER_CUDA_ERROR(
+        cuda_api::LaunchKernel(l.kernel, params, tvm::ffi::dim3(dims[0], dims[1], dims[2]),
+                               tvm::ffi::dim3(dims[3], dims[4], dims[5]), stream, l.dyn_smem));
+  }
+  if (b.dry) *rv = dry;
+}
+
+// load(image) -> library handle: a cubin or fatbin, kept for the process's life
+int64_t Load(tvm::ffi::Bytes image) {
+  cuda_api::LibraryHandle library = nullptr;
+  TVM_FFI_CHECK_CUBIN_LAUNCHER_CUDA_ERROR(cuda_api::LoadLibrary(&library, image.data()));
+  return reinterpret_cast<int64_t>(library);
+}
+
+// kernel(library, name, device, dyn_smem) -> kernel handle, its dynamic shared memory allowed
+int64_t Kernel(int64_t library, tvm::ffi::String name, int device, int64_t dyn_smem) {
+  cuda_api::KernelHandle kernel = nullptr;
+  TVM_FFI_CHECK_CUBIN_LAUNCHER_CUDA_ERROR(cuda_api::GetKernel(
+      &kernel, reinterpret_cast<cuda_api::LibraryHandle>(library), name.c_str()));
+  if (dyn_smem > 48 * 1024) {
+    TVM_FFI_CHECK_CUBIN_LAUNCHER_CUDA_ERROR(cuda_api::SetKernelMaxDynamicSharedMem(
+        kernel, static_cast<int>(dyn_smem), cuda_api::GetDeviceHandle(device)));
+  }
+  return reinterpret_cast<int64_t>(kernel);
+}
+
+// bind(name, num_args, checks, kernels, dims, params, dry) -> the bound launcher
+//   checks: per tensor argument [arg, device_type, device_id, code, bits, lanes, align, ndim,
+//           shape...]; per launch: kernels[i] a kernel handle, dims[i] [grid xyz, block xyz,
+//           dyn_smem], params[i] (kind, value) pairs
+Function Bind(tvm::ffi::String name, int num_args, Array<int64_t> checks, Array<int64_t> kernels,
+              Array<Array<int64_t>> dims, Array<Array<int64_t>> params, bool dry) {
+  auto b = std::make_shared<Bound>();
+  b->name = std::string(name);
+  b->num_args = num_args;
+  b->dry = dry;
+  for (size_t i = 0; i < checks.size();) {
+    TensorCheck c;
+    c.arg = static_cast<int>(checks[i]);
+    c.device = DLDevice{static_cast<DLDeviceType>(checks[i + 1]), static_cast<int>(checks[i + 2])};
+    c.dtype = DLDataType{static_cast<uint8_t>(checks[i + 3]), static_cast<uint8_t>(checks[i + 4]),
+                         static_cast<uint16_t>(checks[i + 5])};
+    c.align = checks[i + 6];
+    int64_t ndim = checks[i + 7];
+    for (int64_t d = 0; d < ndim; ++d) c.shape.push_back(checks[i + 8 + d]);
+    TVM_FFI_ICHECK(c.arg < num_args && c.align > 0);
+    b->checks.push_back(c);
+    i += 8 + ndim;
+  }
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    Array<int64_t> d = dims[k], p = params[k];
+    Launch l;
+    l.kernel = reinterpret_cast<cuda_api::KernelHandle>(kernels[k]);
+    for (int j = 0; j < 6; ++j) {
+      l.dims[j] = d[j];
+      TVM_FFI_ICHECK(d[j] >= 0 || -d[j] - 1 < num_args);
+    }
+    l.dyn_smem = static_cast<uint32_t>(d[6]);
+    for (size_t j = 0; j + 1 < p.size(); j += 2) {
+      TVM_FFI_ICHECK(p[j] > kI64 || p[j + 1] < num_args);
+      l.params.emplace_back(p[j], p[j + 1]);
+    }
+    TVM_FFI_ICHECK(l.params.size() <= 64);
+    b->launches.push_back(l);
+  }
+  return Function::FromPacked([b](PackedArgs args, tvm::ffi::Any* rv) { Call(*b, args, rv); });
+}
+
+}  // namespace
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(load, Load);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(kernel, Kernel);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(bind, Bind);

@@ -1,0 +1,146 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Launch a compiled TIRx kernel for one call shape without TVM's CUDA-module launcher.
+
+An eager call of a small kernel costs the host about 5 µs through the generated host
+function, most of it TVM's CUDA-module launcher (packages/tirx-kernels-flashinfer/docs/
+overhead.md). :func:`bound` returns a launcher with the host function's arguments, bound to
+the shapes, dtypes and device of example arguments: ``direct_launch.cc`` (a tvm-ffi module
+compiled once per machine) makes the host function's checks (dtype, shape, compact strides,
+alignment, device; ValueError or TypeError before any launch) and calls
+``cudaLaunchKernel`` with the parameters :mod:`.launch_spec` read from the host code.
+
+``TIRX_KERNELS_DIRECT_LAUNCH=0`` keeps the host function everywhere (read at import).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import launch_spec, toolchain
+
+ENABLED = os.environ.get("TIRX_KERNELS_DIRECT_LAUNCH", "1") != "0"
+_DEVICE_TYPES = {"cpu": 1, "cuda": 2}  # DLPack device types
+
+
+SOURCE = Path(__file__).with_name("direct_launch.cc")
+
+
+@functools.cache
+def library() -> Any:
+    """``direct_launch.cc`` as a tvm-ffi module, compiled on first use into
+    ``~/.cache/tirx-kernels`` (keyed by source, flags and tvm-ffi), or ``None`` where it
+    cannot be built (no C++ compiler, no CUDA toolkit): callers keep the host function."""
+    import hashlib
+    import subprocess
+
+    import tvm_ffi
+    from tvm_ffi import libinfo
+
+    cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    lib = Path(libinfo.find_libtvm_ffi())
+    includes = {libinfo.find_include_path(), libinfo.find_dlpack_include_path(), f"{cuda}/include"}
+    command = [os.environ.get("CXX", "c++"), "-std=c++17", "-fPIC", "-O2", "-shared"]
+    command += [f"-I{path}" for path in sorted(includes)]
+    links = [f"-L{lib.parent}", "-ltvm_ffi", f"-L{cuda}/lib64", "-lcudart_static", "-ldl", "-lrt"]
+    digest = hashlib.sha256(
+        "\0".join([SOURCE.read_text(), *command, *links, tvm_ffi.__version__]).encode()
+    ).hexdigest()[:16]
+    built = Path.home() / ".cache" / "tirx-kernels" / f"direct_launch-{digest}.so"
+    try:
+        if not built.exists():
+            built.parent.mkdir(parents=True, exist_ok=True)
+            partial = built.with_suffix(f".{os.getpid()}.tmp")
+            subprocess.run(
+                [*command, str(SOURCE), "-o", str(partial), *links, "-lpthread"],
+                check=True,
+                capture_output=True,
+            )
+            os.replace(partial, built)  # atomic: processes building at once each finish
+        return tvm_ffi.load_module(str(built))
+    except (OSError, subprocess.CalledProcessError, RuntimeError):
+        return None
+
+
+def _host_code(executable: Any) -> Any:
+    if not hasattr(executable, "host_code"):
+        executable.host_code = toolchain.host_code(executable)
+    return executable.host_code
+
+
+def _image(executable: Any) -> bytes:
+    """The kernel binary of a compiled executable (its CUDA module's, else nvcc's)."""
+    module = executable.mod.imports[0]
+    for fmt in ("cubin", "fatbin", "ptx"):
+        if fmt in module.get_write_formats():
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / f"kernel.{fmt}"
+                module.write_to_file(str(path), fmt)
+                image = path.read_bytes()
+            if image:
+                return image + (b"\0" if fmt == "ptx" else b"")
+    return toolchain.compile_cubin(*executable.tirx_func)
+
+
+@functools.cache
+def _kernel(executable: Any, name: str, device: int) -> int:
+    if not hasattr(executable, "library_handle"):
+        executable.library_handle = library().load(_image(executable))
+    return library().kernel(executable.library_handle, name, device, 0)
+
+
+def _checks(params: list, examples: tuple) -> list[int] | None:
+    """The C++ tensor checks of ``examples`` against the function's declared parameters, or
+    ``None`` when an example is not what the kernel declares."""
+    import tvm_ffi
+
+    checks: list[int] = []
+    for i, (param, example) in enumerate(zip(params, examples)):
+        declared = param.ty
+        if type(declared).__name__ != "TensorType":
+            continue
+        if not hasattr(example, "data_ptr"):
+            return None
+        dtype = tvm_ffi.dtype(str(example.dtype).removeprefix("torch."))
+        shape = [int(n) for n in example.shape]
+        static = [getattr(d, "value", None) for d in declared.shape]
+        align = int(declared.data_alignment or 1)
+        if (
+            str(declared.dtype) != str(dtype)
+            or len(static) != len(shape)
+            or any(s is not None and s != n for s, n in zip(static, shape))
+            or not example.is_contiguous()
+            or example.data_ptr() % align
+        ):
+            return None
+        device = (_DEVICE_TYPES[example.device.type], example.device.index or 0)
+        checks += [i, *device, dtype.type_code, dtype.bits, dtype.lanes, align, len(shape), *shape]
+    return checks
+
+
+def bound(executable: Any, *examples: Any, dry: bool = False) -> Callable | None:
+    """A launcher taking the arguments of ``executable``'s host function, bound to the shapes,
+    dtypes, alignment and device of ``examples`` (scalars may change per call), or ``None``
+    where the host code does what this launcher does not (see :mod:`.launch_spec`) or the
+    module cannot be built. ``dry``: check and return the kernels' parameters and launch
+    dimensions as int64 words instead of launching (tests, no GPU)."""
+    on_gpu = all(e.device.type == "cuda" for e in examples if hasattr(e, "device"))
+    if not ENABLED or not hasattr(executable, "tirx_func") or not (dry or on_gpu):
+        return None  # a stand-in of a kernel (tests), or CPU tensors
+    if library() is None:
+        return None
+    func, _arch = executable.tirx_func
+    launches = launch_spec.launch_spec(_host_code(executable), examples)
+    checks = _checks(list(func.params), examples) if launches else None
+    if launches is None or checks is None or len(examples) != len(func.params):
+        return None
+    index = next(e.device.index or 0 for e in examples if hasattr(e, "device"))
+    kernels = [0 if dry else _kernel(executable, launch.kernel, index) for launch in launches]
+    dims = [[*launch.dims, 0] for launch in launches]  # no dynamic shared memory
+    params = [[word for pair in launch.params for word in pair] for launch in launches]
+    return library().bind(launches[0].kernel, len(examples), checks, kernels, dims, params, dry)

@@ -1,0 +1,219 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""What a compiled TIRx kernel's generated host function launches, for one call shape.
+
+The host function of ``tvm_tirx.tirx.compile`` unpacks its packed arguments, checks them and
+ends in ``call_ffi_kernel`` calls: a kernel name, the kernel's parameters and its launch
+dimensions, each an expression over the arguments. :func:`launch_spec` reads those
+expressions from the host code (``toolchain.host_code``) and evaluates them for the shapes of
+example arguments: every parameter becomes a tensor's data pointer, a scalar argument read
+per call, or a constant. It answers ``None`` for host code it does not fully understand (a
+call it does not know, a launch under a condition, a launch field other than grid and block
+dimensions), and the caller keeps the host function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .toolchain import walk
+
+# the host code's calls a spec may pass over: argument unpacking, checks, set-device, launch
+_KNOWN_CALLS = {
+    "tirx.abi_field_get",
+    "tirx.tensor_data_ptr",
+    "tirx.reinterpret",
+    "tirx.decl_tensor",
+    "prim.if_then_else",
+    "tirx.handle_add_byte_offset",
+    "tirx.assume_aligned",
+    "tirx.throw_last_error",
+    "tirx.isnullptr",
+    "tirx.call_extern",  # only TVMBackendSetDevice: checked below
+    "tirx.call_ffi_kernel",
+    "tirx.likely",
+}
+_DIMS = ("grid.x", "grid.y", "grid.z", "block.x", "block.y", "block.z")
+# kernel attributes that are the kernel's own (launch bounds), not the launch's
+_COMPILE_TIME_ATTRS = {"min_blocks_per_sm", "required_block_size"}
+_FIELD_DATA, _FIELD_SHAPE, _FIELD_VALUE, _FIELD_ELEMENT = 1, 2, 15, 17  # abi_field_get fields
+# how a kernel parameter is made (direct_launch.cc: ParamKind)
+POINTER, F32, I32, I64, CONST_I32, CONST_I64 = range(6)
+_SCALAR_KINDS = {"float32": F32, "int32": I32, "int64": I64}
+_CONST_KINDS = {"int32": CONST_I32, "int64": CONST_I64}
+
+
+class Unsupported(Exception):
+    """Host code this module does not reproduce (the caller keeps the host function)."""
+
+
+@dataclass
+class Launch:
+    kernel: str
+    dims: list[int]  # grid xyz, block xyz: a constant, or -(i + 1) for int argument i
+    params: list[tuple[int, int]] = field(default_factory=list)  # (kind, argument or value)
+
+
+def _op(node: Any) -> str:
+    return str(node.op).split('"')[1] if "Op.get" in str(node.op) else str(node.op)
+
+
+def _dtype(node: Any) -> str:
+    return str(getattr(node.ty, "dtype", node.ty))
+
+
+class _Evaluator:
+    """Evaluates host expressions for example arguments: ("const", v), ("arg", i) (packed
+    argument i), ("ptr", i) (tensor i's data), ("shape", i), ("scalar", i, dtype)."""
+
+    def __init__(self, binds: dict, args_var: Any, examples: tuple):
+        self.binds, self.args_var, self.examples = binds, args_var, examples
+
+    def __call__(self, e: Any) -> tuple:
+        kind = type(e).__name__
+        if kind == "IntImm":
+            return ("const", int(e.value))
+        if kind == "Var":
+            if e.same_as(self.args_var):
+                return ("args",)
+            value = self.binds.get(e.__chandle__())
+            if value is not None:
+                return self(value)
+            raise Unsupported(f"unbound variable {e}")
+        if kind == "Cast":
+            v = self(e.value)
+            if v[0] == "const":
+                return v if _dtype(e) in _CONST_KINDS else ("float-const",)
+            if v[0] in ("arg", "scalar"):
+                return ("scalar", v[1], _dtype(e))
+            raise Unsupported(f"cast of {v}")
+        if kind in ("Select",):
+            a, b = self(e.true_value), self(e.false_value)
+            if a[:2] == b[:2] and a[0] == "scalar":
+                return ("scalar", a[1], _dtype(e))
+            raise Unsupported(f"select of {a}, {b}")
+        if kind in _ARITH:
+            a, b = self(e.a), self(e.b)
+            if a[0] == b[0] == "const":
+                return ("const", _ARITH[kind](a[1], b[1]))
+            raise Unsupported(f"{kind} of {a}, {b}")
+        if kind == "Call":
+            return self.call(e)
+        raise Unsupported(f"expression {kind}")
+
+    def call(self, e: Any) -> tuple:
+        op, args = _op(e), e.args
+        if op in ("tirx.tensor_data_ptr", "tirx.decl_tensor", "tirx.reinterpret"):
+            return self(args[0])
+        if op == "tirx.handle_add_byte_offset":  # a tensor object's DLTensor
+            return self(args[0])
+        if op == "prim.if_then_else":
+            a, b = self(args[1]), self(args[2])
+            if a == b:
+                return a
+            raise Unsupported(f"if_then_else of {a}, {b}")
+        if op == "tirx.abi_field_get":
+            base, index, fld = self(args[0]), int(args[1].value), int(args[2].value)
+            if base == ("args",) and fld == _FIELD_VALUE:
+                return ("arg", index)
+            if base[0] in ("arg", "ptr") and fld == _FIELD_DATA:
+                return ("ptr", base[1])
+            if base[0] in ("arg", "ptr") and fld == _FIELD_SHAPE:
+                return ("shape", base[1])
+            if base[0] == "shape" and fld == _FIELD_ELEMENT:
+                return ("const", int(self.examples[base[1]].shape[index]))
+            raise Unsupported(f"field {fld} of {base}")
+        raise Unsupported(f"call {op}")
+
+
+_ARITH: dict[str, Callable[[int, int], int]] = {
+    "Add": lambda a, b: a + b,
+    "Sub": lambda a, b: a - b,
+    "Mul": lambda a, b: a * b,
+    "FloorDiv": lambda a, b: a // b,
+    "FloorMod": lambda a, b: a % b,
+    "Min": min,
+    "Max": max,
+}
+
+
+def _walk(host: Any) -> tuple[dict, list]:
+    """(variable -> bound value, the launches in order); Unsupported for host code with a
+    call it does not know, a loop, or a launch under a condition."""
+    binds: dict = {}
+    launches: list = []
+    problems: list = []  # raising inside the walk's callback would cross the FFI
+
+    def visit(node, _facts):
+        kind = type(node).__name__
+        if kind == "Bind":
+            binds[node.var.__chandle__()] = node.value
+        elif kind == "If":
+            walk(
+                node,
+                lambda n, _: (
+                    problems.append("a launch under a condition") if _is_launch(n) else None
+                ),
+            )
+        elif kind == "Call":
+            op = _op(node)
+            if op not in _KNOWN_CALLS:
+                problems.append(f"host call {op}")
+            elif op == "tirx.call_extern" and "TVMBackendSetDevice" not in str(node.args[0]):
+                problems.append(f"host call {node.args[0]}")
+            elif op == "tirx.call_ffi_kernel":
+                launches.append(node)
+        elif kind in ("For", "While"):
+            problems.append(f"host {kind} loop")
+
+    walk(host.body, visit, order="pre")
+    if problems:
+        raise Unsupported(problems[0])
+    return binds, launches
+
+
+def _is_launch(node: Any) -> bool:
+    return type(node).__name__ == "Call" and _op(node) == "tirx.call_ffi_kernel"
+
+
+def launch_spec(host: Any, examples: tuple) -> list[Launch] | None:
+    """The launches of ``host`` (``toolchain.host_code``) for arguments shaped as ``examples`` (the
+    call's arguments in order: tensors with ``.shape``, scalars), or ``None``."""
+    try:
+        binds, calls = _walk(host)
+        evaluate = _Evaluator(binds, host.params[1], examples)
+        return [_launch(call, evaluate) for call in calls] or None
+    except Unsupported:
+        return None
+
+
+def _launch(call: Any, evaluate: _Evaluator) -> Launch:
+    attrs = call.attrs
+    fields = [str(f) for f in attrs.launch_fields]
+    compiled_in = {str(k) for k in attrs.kernel_attrs} <= _COMPILE_TIME_ATTRS
+    if fields != list(_DIMS) or len(attrs.launch_params) or not compiled_in:
+        raise Unsupported(f"launch fields {fields}, attributes {attrs.kernel_attrs}")
+    n = int(attrs.num_kernel_args)
+    name, params, dims = call.args[0].value, call.args[1 : 1 + n], call.args[1 + n :]
+    launch = Launch(str(name), [])
+    for e in dims:
+        v = evaluate(e)
+        if v[0] == "const":
+            launch.dims.append(v[1])
+        elif v[0] == "scalar" and v[2] in ("int32", "int64"):
+            launch.dims.append(-(v[1] + 1))
+        else:
+            raise Unsupported(f"launch dimension {v}")
+    for e in params:
+        v, dtype = evaluate(e), _dtype(e)
+        if v[0] == "ptr":
+            launch.params.append((POINTER, v[1]))
+        elif v[0] == "scalar" and v[2] == dtype and dtype in _SCALAR_KINDS:
+            launch.params.append((_SCALAR_KINDS[dtype], v[1]))
+        elif v[0] == "const" and dtype in _CONST_KINDS:
+            launch.params.append((_CONST_KINDS[dtype], v[1]))
+        else:
+            raise Unsupported(f"kernel parameter {e}: {v}")
+    return launch

@@ -1,0 +1,178 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""The direct launcher (``direct_launch``, ``launch_spec``): what it reads from a kernel's
+generated host code, the checks its C++ makes before a launch (run dry on CPU tensors:
+the kernel's parameters come back instead of a launch) and, on a GPU, that it writes what
+the host function writes, on the caller's stream and under CUDA-graph capture."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+import torch
+
+from tirx_kernels.core import direct_launch, launch_spec, toolchain
+
+GPU = toolchain.gpu_arch() == "sm_90a"
+needs_gpu = pytest.mark.skipif(not GPU, reason="needs an sm_90a GPU")
+
+
+def _axpy(grid_from_argument: bool):
+    """y += alpha * x over n elements, 32 threads a block; the grid is ceil(n / 32) or the
+    argument ``blocks``."""
+    T = toolchain.T
+    n = T.dynamic("n")
+    if grid_from_argument:
+
+        @T.function
+        def axpy(
+            x: T.Tensor((n,), "float32", data_alignment=16),
+            y: T.Tensor((n,), "float32", data_alignment=16),
+            alpha: T.float32,
+            blocks: T.int32,
+        ):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=blocks, block=32))
+            i = T.cuda.block_idx("x") * 32 + T.cuda.thread_idx("x")
+            if i < n:
+                y[i] = y[i] + alpha * x[i]
+
+        return axpy
+
+    @T.function
+    def axpy_fixed(
+        x: T.Tensor((n,), "float32", data_alignment=16),
+        y: T.Tensor((n,), "float32", data_alignment=16),
+        alpha: T.float32,
+        blocks: T.int32,
+    ):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=(n + 31) // 32, block=32))
+        i = T.cuda.block_idx("x") * 32 + T.cuda.thread_idx("x")
+        if i < n:
+            y[i] = y[i] + alpha * x[i]
+
+    return axpy_fixed
+
+
+def _f32(word: int) -> float:
+    return struct.unpack("f", struct.pack("I", word & 0xFFFFFFFF))[0]
+
+
+@pytest.fixture(scope="module")
+def fixed():
+    return toolchain.compile(_axpy(False))
+
+
+@pytest.fixture(scope="module")
+def from_argument():
+    return toolchain.compile(_axpy(True))
+
+
+def test_the_spec_makes_each_parameter_from_the_arguments(fixed):
+    x, y = torch.zeros(100), torch.zeros(100)
+    (launch,) = launch_spec.launch_spec(toolchain.host_code(fixed), (x, y, 2.0, 5))
+    assert launch.dims == [4, 1, 1, 32, 1, 1]  # ceil(100 / 32) blocks, for this n
+    # the kernel's own parameter list decides the order; each kind matches its C type
+    signature = toolchain.cuda_source(fixed).split("axpy_fixed_kernel(")[1].split(")")[0]
+    c_types = [p.strip().rsplit(" ", 1)[0] for p in signature.split(",")]
+    assert len(c_types) == len(launch.params)
+    for c_type, (kind, value) in zip(c_types, launch.params):
+        if kind == launch_spec.POINTER:
+            assert "float*" in c_type and value in (0, 1)
+        elif kind == launch_spec.F32:
+            assert c_type == "float" and value == 2  # alpha, argument #2
+        else:
+            assert kind in (launch_spec.CONST_I32, launch_spec.CONST_I64) and "int" in c_type
+            assert value == 100  # n, a constant of this shape
+    pointers = [value for kind, value in launch.params if kind == launch_spec.POINTER]
+    assert sorted(pointers) == [0, 1]
+
+
+def test_a_dry_call_passes_the_callers_pointers_and_scalars(fixed):
+    x, y = torch.zeros(100), torch.zeros(100)
+    launch = direct_launch.bound(fixed, x, y, 2.0, 5, dry=True)
+    x2, y2 = torch.ones(100), torch.ones(100)  # another pair of the same shape
+    words = list(launch(x2, y2, 0.5, 5))
+    (spec,) = launch_spec.launch_spec(toolchain.host_code(fixed), (x, y, 2.0, 5))
+    expected = {0: x2.data_ptr(), 1: y2.data_ptr()}
+    for (kind, value), word in zip(spec.params, words):
+        if kind == launch_spec.POINTER:
+            assert word == expected[value]
+        elif kind == launch_spec.F32:
+            assert _f32(word) == 0.5
+    assert words[len(spec.params) :] == [4, 1, 1, 32, 1, 1]
+
+
+def test_a_grid_taken_from_an_argument_is_read_per_call(from_argument):
+    x, y = torch.zeros(64), torch.zeros(64)
+    (spec,) = launch_spec.launch_spec(toolchain.host_code(from_argument), (x, y, 1.0, 2))
+    assert spec.dims == [-4, 1, 1, 32, 1, 1]  # argument #3, blocks
+    launch = direct_launch.bound(from_argument, x, y, 1.0, 2, dry=True)
+    assert list(launch(x, y, 1.0, 7))[-6:] == [7, 1, 1, 32, 1, 1]
+    with pytest.raises(ValueError, match="launch dimension 0 is 0"):
+        launch(x, y, 1.0, 0)
+
+
+@pytest.mark.parametrize(
+    "bad, error",
+    [
+        (lambda x, y: (x[:50], y, 1.0, 5), ValueError),  # another shape
+        (lambda x, y: (x.double(), y, 1.0, 5), ValueError),  # another dtype
+        (lambda x, y: (x, torch.zeros(200)[::2], 1.0, 5), ValueError),  # strided
+        (lambda x, y: (torch.zeros(101)[1:], y, 1.0, 5), ValueError),  # 4 bytes off 16
+        (lambda x, y: (x, y, 1.0), TypeError),  # an argument missing
+        (lambda x, y: (x, 3, 1.0, 5), TypeError),  # not a tensor
+    ],
+)
+def test_the_launcher_refuses_what_the_host_function_refuses(fixed, bad, error):
+    x, y = torch.zeros(100), torch.zeros(100)
+    launch = direct_launch.bound(fixed, x, y, 2.0, 5, dry=True)
+    with pytest.raises(error):
+        launch(*bad(x, y))
+
+
+def test_host_code_it_does_not_know_keeps_the_host_function(fixed, monkeypatch):
+    x, y = torch.zeros(100), torch.zeros(100)
+    known = launch_spec._KNOWN_CALLS - {"tirx.call_extern"}  # say set-device is unknown
+    monkeypatch.setattr(launch_spec, "_KNOWN_CALLS", known)
+    assert launch_spec.launch_spec(toolchain.host_code(fixed), (x, y, 2.0, 5)) is None
+    assert direct_launch.bound(fixed, x, y, 2.0, 5, dry=True) is None
+
+
+def test_stand_ins_and_cpu_tensors_get_no_launcher(fixed):
+    x, y = torch.zeros(100), torch.zeros(100)
+    assert direct_launch.bound(lambda *a: None, x, y, 2.0, 5) is None
+    assert direct_launch.bound(fixed, x, y, 2.0, 5) is None  # CPU tensors: not dry
+
+
+@needs_gpu
+@pytest.mark.parametrize("n", [1, 100, 4096 + 3])
+def test_on_the_gpu_it_writes_what_the_host_function_writes(fixed, n):
+    x = torch.randn(n, device="cuda")
+    y = torch.randn(n, device="cuda")
+    want = y.clone()
+    fixed(x, want, 0.75, 0)
+    launch = direct_launch.bound(fixed, x, y, 0.75, 0)
+    assert launch is not None
+    launch(x, y, 0.75, 0)
+    torch.testing.assert_close(y, want, rtol=0, atol=0)
+
+
+@needs_gpu
+def test_on_the_gpu_it_launches_on_the_callers_stream_and_in_graphs(fixed):
+    x = torch.randn(1000, device="cuda")
+    y = torch.zeros(1000, device="cuda")
+    launch = direct_launch.bound(fixed, x, y, 1.0, 0)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        launch(x, y, 1.0, 0)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.testing.assert_close(y, x, rtol=0, atol=0)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        launch(x, y, 1.0, 0)
+    y.zero_()
+    for _ in range(3):
+        graph.replay()
+    torch.testing.assert_close(y, 3 * x)
