@@ -20,6 +20,7 @@ import torch
 
 from tirx_kernels.core.host import (
     MAX_PLANS,
+    direct_launcher,
     kernel_checked,
     lookup,
     main_of,
@@ -33,6 +34,7 @@ from tirx_kernels.core.host import (
 __all__ = [
     "MAX_PLANS",
     "kernel_checked",
+    "direct_launcher",
     "lookup",
     "main_of",
     "nothing",

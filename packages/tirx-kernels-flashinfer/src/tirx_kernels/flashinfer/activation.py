@@ -105,11 +105,13 @@ def _resolve(act, out, input, schedule=None):
     if not tokens:
         return _host.nothing
     schedule = schedule or SCHEDULE[act]
-    fn = _host.main_of(_compiled(act, dtype, d, schedule))
+    kernel = _compiled(act, dtype, d, schedule)
+    fn = _host.main_of(kernel)
     extra = () if schedule == "flat" else (_stream_ctas(d, tokens, device),)
     in_ok, out_ok = _host.aligned(input, 16), _host.aligned(out, 16)
     if in_ok and out_ok and input.dim() == 2:
-        return _host.kernel_checked(lambda out, input: fn(input, out, *extra))
+        launch = _host.direct_launcher(kernel, input, out, *extra) or fn
+        return _host.kernel_checked(lambda out, input: launch(input, out, *extra))
 
     def rows(out, input):  # other ranks as rows; strided or unaligned through copies
         x = input.view(tokens, 2 * d) if in_ok else input.reshape(tokens, 2 * d).clone()

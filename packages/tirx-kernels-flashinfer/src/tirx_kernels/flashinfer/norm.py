@@ -185,10 +185,12 @@ def _resolve_rmsnorm(weight_bias: float, out, input, weight) -> Callable:
         return _host.nothing
     if rows * hidden >= INDEX_LIMIT:
         return _chunked(where, hidden, lambda *t: _rmsnorm_plan(weight_bias, *t), out, input)
-    fn = _host.main_of(_host_kernel("rmsnorm", dtype, hidden, batch_class(rows), weight_bias))
+    kernel = _host_kernel("rmsnorm", dtype, hidden, batch_class(rows), weight_bias)
+    fn = _host.main_of(kernel)
     in_ok, out_ok = _host.aligned(input, align), _host.aligned(out, align)
     if in_ok and out_ok and input.dim() == 2:
-        return _host.kernel_checked(lambda out, input, weight, eps: fn(input, weight, out, eps))
+        launch = _host.direct_launcher(kernel, input, weight, out, EPS) or fn
+        return _host.kernel_checked(lambda out, input, weight, eps: launch(input, weight, out, eps))
     if in_ok and out_ok:  # 3D (QK-norm): heads are rows
         return lambda out, input, weight, eps: fn(
             input.view(rows, hidden), weight, out.view(rows, hidden), eps
@@ -216,8 +218,9 @@ def _resolve_fused_add(weight_bias: float, input, residual, weight) -> Callable:
     kernel = _host_kernel("fused_add_rmsnorm", dtype, hidden, batch_class(rows), weight_bias)
     fn = _host.main_of(kernel)
     if _host.aligned(input, align) and _host.aligned(residual, align):
+        launch = _host.direct_launcher(kernel, input, residual, weight, EPS) or fn
         return _host.kernel_checked(
-            lambda input, residual, weight, eps: fn(input, residual, weight, eps)
+            lambda input, residual, weight, eps: launch(input, residual, weight, eps)
         )
 
     def strided(input, residual, weight, eps):  # in place through contiguous copies
@@ -246,11 +249,13 @@ def _resolve_layernorm(out, input, gemma, beta) -> Callable:
         return _host.nothing
     if rows * hidden >= INDEX_LIMIT:
         return _chunked(where, hidden, _layernorm_plan, out, input)
-    fn = _host.main_of(_host_kernel("layernorm", "bfloat16", hidden, batch_class(rows), 0.0))
+    kernel = _host_kernel("layernorm", "bfloat16", hidden, batch_class(rows), 0.0)
+    fn = _host.main_of(kernel)
     in_ok, out_ok = _host.aligned(input, 2 * vec), _host.aligned(out, 2 * vec)
     if in_ok and out_ok:
+        launch = _host.direct_launcher(kernel, input, gemma, beta, out, EPS) or fn
         return _host.kernel_checked(
-            lambda out, input, gemma, beta, eps: fn(input, gemma, beta, out, eps)
+            lambda out, input, gemma, beta, eps: launch(input, gemma, beta, out, eps)
         )
 
     def strided(out, input, gemma, beta, eps):

@@ -179,7 +179,9 @@ def _resolve(where, q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_thet
     shape = (dtype, d, hq, hk, bool(interleave), pos_dtype, walk, rotary_dim)
     rs, rt = rcp_f32(rope_scale), rcp_f32(rope_theta)
     if outs and all(_host.aligned(t, 16) for t in (q, k, *outs)):
-        rotate_into = _host.main_of(_compiled(*shape, outs=True))
+        kernel = _compiled(*shape, outs=True)
+        examples = (q, k, *outs, pos_ids, grid, rs, rt)
+        rotate_into = _host.direct_launcher(kernel, *examples) or _host.main_of(kernel)
         return _host.kernel_checked(
             lambda q, k, pos_ids, q_rope, k_rope: rotate_into(
                 q, k, q_rope, k_rope, pos_ids, grid, rs, rt
@@ -191,7 +193,8 @@ def _resolve(where, q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_thet
         return lambda q, k, pos_ids: rotate_strided(q, k, pos_ids, grid, rs, rt)
     fn = _host.main_of(_compiled(*shape))
     if not outs and all(ok):
-        return _host.kernel_checked(lambda q, k, pos_ids: fn(q, k, pos_ids, grid, rs, rt))
+        launch = _host.direct_launcher(_compiled(*shape), q, k, pos_ids, grid, rs, rt) or fn
+        return _host.kernel_checked(lambda q, k, pos_ids: launch(q, k, pos_ids, grid, rs, rt))
 
     def general(q, k, pos_ids, *outs):
         # out of place: copy, then rotate the copies (the kernels rotate in place); strided
