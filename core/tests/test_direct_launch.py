@@ -113,6 +113,24 @@ def test_a_grid_taken_from_an_argument_is_read_per_call(from_argument):
         launch(x, y, 1.0, 0)
 
 
+def test_constants_are_baked_in_and_no_longer_passed(from_argument):
+    x, y = torch.zeros(64), torch.zeros(64)
+    launch = direct_launch.bound(from_argument, x, y, 0.25, 3, constants=(2, 3), dry=True)
+    x2 = torch.zeros(64)
+    words = list(launch(x2, y))  # alpha and blocks are the examples' now
+    (spec,) = launch_spec.launch_spec(toolchain.host_code(from_argument), (x, y, 0.25, 3))
+    for (kind, value), word in zip(spec.params, words):
+        if kind == launch_spec.F32:
+            assert _f32(word) == 0.25
+        elif kind == launch_spec.POINTER:
+            assert word == (x2, y)[value].data_ptr()
+    assert words[-6:] == [3, 1, 1, 32, 1, 1]
+    with pytest.raises(TypeError, match="expected 2 arguments"):
+        launch(x2, y, 0.25, 3)
+    with pytest.raises(ValueError, match="only scalars"):
+        direct_launch.bound(from_argument, x, y, 0.25, 3, constants=(0,), dry=True)
+
+
 @pytest.mark.parametrize(
     "bad, error",
     [

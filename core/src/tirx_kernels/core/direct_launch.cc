@@ -26,7 +26,15 @@ using tvm::ffi::PackedArgs;
 namespace cuda_api = tvm::ffi::cuda_api;
 
 // how a kernel parameter is made from the call's arguments (direct_launch.py: PARAM_KINDS)
-enum ParamKind : int64_t { kPointer = 0, kF32 = 1, kI32 = 2, kI64 = 3, kConstI32 = 4, kConstI64 = 5 };
+enum ParamKind : int64_t {
+  kPointer = 0,
+  kF32 = 1,
+  kI32 = 2,
+  kI64 = 3,
+  kConstI32 = 4,
+  kConstI64 = 5,
+  kConstF32 = 6,  // the value's bits
+};
 
 struct TensorCheck {
   int arg;
@@ -119,6 +127,11 @@ Value ParamValue(const Bound& b, const PackedArgs& args, int64_t kind, int64_t v
     case kConstI64:
       out.i64 = v;
       break;
+    case kConstF32: {
+      uint32_t bits = static_cast<uint32_t>(v);
+      std::memcpy(&out.f32, &bits, sizeof(bits));
+      break;
+    }
     default:
       TVM_FFI_THROW(InternalError) << b.name << ": unknown parameter kind " << kind;
   }

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+import struct
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -94,12 +95,12 @@ def _kernel(executable: Any, name: str, device: int) -> int:
     return library().kernel(executable.library_handle, name, device, 0)
 
 
-def _checks(params: list, examples: tuple) -> list[int] | None:
-    """The C++ tensor checks of ``examples`` against the function's declared parameters, or
-    ``None`` when an example is not what the kernel declares."""
+def _checks(params: list, examples: tuple) -> list[tuple[int, list[int]]] | None:
+    """(argument, its C++ check: device, dtype, alignment, shape) of each tensor of
+    ``examples``, or ``None`` when an example is not what the kernel declares."""
     import tvm_ffi
 
-    checks: list[int] = []
+    checks: list[tuple[int, list[int]]] = []
     for i, (param, example) in enumerate(zip(params, examples)):
         declared = param.ty
         if type(declared).__name__ != "TensorType":
@@ -119,16 +120,50 @@ def _checks(params: list, examples: tuple) -> list[int] | None:
         ):
             return None
         device = (_DEVICE_TYPES[example.device.type], example.device.index or 0)
-        checks += [i, *device, dtype.type_code, dtype.bits, dtype.lanes, align, len(shape), *shape]
+        checks.append(
+            (i, [*device, dtype.type_code, dtype.bits, dtype.lanes, align, len(shape), *shape])
+        )
     return checks
 
 
-def bound(executable: Any, *examples: Any, dry: bool = False) -> Callable | None:
+def _bind_constants(launches: list, examples: tuple, constants: tuple[int, ...]) -> dict:
+    """Rewrite ``launches`` so the scalar arguments at ``constants`` are baked in; returns the
+    old-to-new index of every argument left."""
+    kept = {
+        old: new for new, old in enumerate(i for i in range(len(examples)) if i not in constants)
+    }
+    for launch in launches:
+        for d, value in enumerate(launch.dims):
+            if value < 0 and -value - 1 in constants:
+                launch.dims[d] = int(examples[-value - 1])
+            elif value < 0:
+                launch.dims[d] = -kept[-value - 1] - 1
+        for p, (kind, value) in enumerate(launch.params):
+            if kind > launch_spec.I64:  # a constant already
+                continue
+            if value not in constants:
+                launch.params[p] = (kind, kept[value])
+            elif kind == launch_spec.F32:
+                bits = struct.unpack("<I", struct.pack("<f", float(examples[value])))[0]
+                launch.params[p] = (launch_spec.CONST_F32, bits)
+            elif kind in (launch_spec.I32, launch_spec.I64):
+                const = launch_spec.CONST_I32 if kind == launch_spec.I32 else launch_spec.CONST_I64
+                launch.params[p] = (const, int(examples[value]))
+            else:  # a tensor cannot be a constant
+                raise ValueError(f"argument #{value} is a tensor; only scalars can be constants")
+    return kept
+
+
+def bound(
+    executable: Any, *examples: Any, constants: tuple[int, ...] = (), dry: bool = False
+) -> Callable | None:
     """A launcher taking the arguments of ``executable``'s host function, bound to the shapes,
     dtypes, alignment and device of ``examples`` (scalars may change per call), or ``None``
     where the host code does what this launcher does not (see :mod:`.launch_spec`) or the
-    module cannot be built. ``dry``: check and return the kernels' parameters and launch
-    dimensions as int64 words instead of launching (tests, no GPU)."""
+    module cannot be built. ``constants``: indices of scalar arguments baked in with their
+    example values; the launcher then takes the other arguments only. ``dry``: check and
+    return the kernels' parameters and launch dimensions as int64 words instead of
+    launching (tests, no GPU)."""
     on_gpu = all(e.device.type == "cuda" for e in examples if hasattr(e, "device"))
     if not ENABLED or not hasattr(executable, "tirx_func") or not (dry or on_gpu):
         return None  # a stand-in of a kernel (tests), or CPU tensors
@@ -139,8 +174,10 @@ def bound(executable: Any, *examples: Any, dry: bool = False) -> Callable | None
     checks = _checks(list(func.params), examples) if launches else None
     if launches is None or checks is None or len(examples) != len(func.params):
         return None
+    kept = _bind_constants(launches, examples, constants)
+    words = [word for arg, check in checks for word in (kept[arg], *check)]
     index = next(e.device.index or 0 for e in examples if hasattr(e, "device"))
     kernels = [0 if dry else _kernel(executable, launch.kernel, index) for launch in launches]
     dims = [[*launch.dims, 0] for launch in launches]  # no dynamic shared memory
     params = [[word for pair in launch.params for word in pair] for launch in launches]
-    return library().bind(launches[0].kernel, len(examples), checks, kernels, dims, params, dry)
+    return library().bind(launches[0].kernel, len(kept), words, kernels, dims, params, dry)

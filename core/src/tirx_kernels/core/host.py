@@ -71,14 +71,17 @@ def main_of(executable: Any) -> Callable:
     return executable.jit()["main"]
 
 
-def direct_launcher(executable: Any, *examples: Any) -> Callable | None:
+def direct_launcher(
+    executable: Any, *examples: Any, constants: tuple[int, ...] = ()
+) -> Callable | None:
     """A launcher of ``executable`` for calls shaped as ``examples`` (its host function's
-    arguments) that skips TVM's CUDA-module launcher and checks as the host function does
+    arguments; the scalars at ``constants`` baked in and no longer passed) that skips TVM's
+    CUDA-module launcher and checks as the host function does
     (:func:`tirx_kernels.core.direct_launch.bound`), or ``None`` where that does not apply:
     callers then keep ``main_of(executable)``."""
     from . import direct_launch
 
-    return direct_launch.bound(executable, *examples)
+    return direct_launch.bound(executable, *examples, constants=constants)
 
 
 def kernel_checked(plan: Callable) -> Callable:

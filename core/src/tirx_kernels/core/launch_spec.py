@@ -40,7 +40,7 @@ _DIMS = ("grid.x", "grid.y", "grid.z", "block.x", "block.y", "block.z")
 _COMPILE_TIME_ATTRS = {"min_blocks_per_sm", "required_block_size"}
 _FIELD_DATA, _FIELD_SHAPE, _FIELD_VALUE, _FIELD_ELEMENT = 1, 2, 15, 17  # abi_field_get fields
 # how a kernel parameter is made (direct_launch.cc: ParamKind)
-POINTER, F32, I32, I64, CONST_I32, CONST_I64 = range(6)
+POINTER, F32, I32, I64, CONST_I32, CONST_I64, CONST_F32 = range(7)
 _SCALAR_KINDS = {"float32": F32, "int32": I32, "int64": I64}
 _CONST_KINDS = {"int32": CONST_I32, "int64": CONST_I64}
 
