@@ -155,8 +155,19 @@ def _check(where, q, k, pos_ids, rotary_dim, rope_scale, rope_theta):
     return dtype, pos_dtype
 
 
+def _launch(kernel, *examples) -> Callable:
+    """``kernel`` launched on the tensors of ``examples``, its last three arguments (grid and
+    the reciprocals of rope_scale and rope_theta) fixed as they are there."""
+    fixed = tuple(range(len(examples) - 3, len(examples)))
+    launch = _host.direct_launcher(kernel, *examples, constants=fixed)
+    if launch is not None:
+        return launch
+    main, scalars = _host.main_of(kernel), examples[-3:]
+    return lambda *tensors: main(*tensors, *scalars)
+
+
 def _resolve(where, q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_theta, outs=()):
-    """Check a call; its plan ``f(q, k, pos_ids, *outs)`` writing q and k rotated into
+    """Check a call; its plan ``f(q, k, *outs, pos_ids)`` writing q and k rotated into
     ``outs`` (q_rope, k_rope) when given, else rotating q and k in place."""
     dtype, pos_dtype = _check(where, q, k, pos_ids, rotary_dim, rope_scale, rope_theta)
     if not pos_ids.is_contiguous():
@@ -179,13 +190,8 @@ def _resolve(where, q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_thet
     shape = (dtype, d, hq, hk, bool(interleave), pos_dtype, walk, rotary_dim)
     rs, rt = rcp_f32(rope_scale), rcp_f32(rope_theta)
     if outs and all(_host.aligned(t, 16) for t in (q, k, *outs)):
-        kernel = _compiled(*shape, outs=True)
-        examples = (q, k, *outs, pos_ids, grid, rs, rt)
-        rotate_into = _host.direct_launcher(kernel, *examples) or _host.main_of(kernel)
         return _host.kernel_checked(
-            lambda q, k, pos_ids, q_rope, k_rope: rotate_into(
-                q, k, q_rope, k_rope, pos_ids, grid, rs, rt
-            )
+            _launch(_compiled(*shape, outs=True), q, k, *outs, pos_ids, grid, rs, rt)
         )
     ok = [_host.aligned(t, 16) for t in outs or (q, k)]
     if not outs and not all(ok) and all(_token_strided(t) for t in (q, k)):
@@ -193,12 +199,12 @@ def _resolve(where, q, k, pos_ids, rotary_dim, interleave, rope_scale, rope_thet
         return lambda q, k, pos_ids: rotate_strided(q, k, pos_ids, grid, rs, rt)
     fn = _host.main_of(_compiled(*shape))
     if not outs and all(ok):
-        launch = _host.direct_launcher(_compiled(*shape), q, k, pos_ids, grid, rs, rt) or fn
-        return _host.kernel_checked(lambda q, k, pos_ids: launch(q, k, pos_ids, grid, rs, rt))
+        return _host.kernel_checked(_launch(_compiled(*shape), q, k, pos_ids, grid, rs, rt))
 
-    def general(q, k, pos_ids, *outs):
+    def general(q, k, *rest):
         # out of place: copy, then rotate the copies (the kernels rotate in place); strided
         # or unaligned tensors through contiguous copies, copied back
+        *outs, pos_ids = rest
         dst = outs or (q, k)
         work = [
             t if fine else t.clone(memory_format=torch.contiguous_format)
@@ -233,20 +239,16 @@ def _outplace_plan(q, k, q_rope, k_rope, pos_ids, rotary_dim, interleave, rope_s
     return _host.lookup(_PLANS, key, _resolve, "apply_rope_pos_ids", *args)
 
 
-def _fast_key(q, k, pos_ids, *scalars) -> tuple:
-    """What picks the kernel and its launch scalars (grid, reciprocals); the kernel checks
-    the rest."""
-    return (q.shape, k.shape, q.dtype, pos_ids.dtype, q.get_device(), *scalars)
-
-
 def _run_inplace(q, k, pos_ids, *scalars) -> None:
-    key = (True, *_fast_key(q, k, pos_ids, *scalars))
+    # the coarse key: what picks the kernel and its launch scalars (grid, reciprocals); the
+    # kernel checks the rest
+    key = (True, q.shape, k.shape, q.dtype, pos_ids.dtype, q.get_device(), scalars)
     _host.run(_FAST, key, (q, k, pos_ids), _inplace_plan, q, k, pos_ids, *scalars)
 
 
 def _run_outplace(q, k, q_rope, k_rope, pos_ids, *scalars) -> None:
-    key = (False, *_fast_key(q, k, pos_ids, *scalars))
-    args = (q, k, pos_ids, q_rope, k_rope)
+    key = (False, q.shape, k.shape, q.dtype, pos_ids.dtype, q.get_device(), scalars)
+    args = (q, k, q_rope, k_rope, pos_ids)
     _host.run(_FAST, key, args, _outplace_plan, q, k, q_rope, k_rope, pos_ids, *scalars)
 
 
@@ -277,11 +279,6 @@ _OUTPLACE = torch.ops.tirx_kernels.flashinfer_apply_rope_pos_ids.default
 _direct = _host.direct
 
 
-def _scalars(q, rotary_dim, interleave, rope_scale, rope_theta) -> tuple:
-    """The ops' scalar arguments, ``rotary_dim`` defaulting to head_dim as upstream."""
-    return (q.size(-1) if rotary_dim is None else rotary_dim, interleave, rope_scale, rope_theta)
-
-
 def _rope_wrapper(name: str, in_place: bool, doc: str) -> Callable:
     """The public RoPE ``name`` with FlashInfer's signature and defaults: rotate q and k in
     place (``in_place``; returns None) or into new ``(q_rope, k_rope)``, which it returns."""
@@ -295,7 +292,13 @@ def _rope_wrapper(name: str, in_place: bool, doc: str) -> Callable:
         rope_scale: float = 1,
         rope_theta: float = 1e4,
     ) -> tuple[torch.Tensor, torch.Tensor] | None:
-        args = _scalars(q, rotary_dim, interleave, rope_scale, rope_theta)
+        # rotary_dim defaults to head_dim, as upstream
+        args = (
+            q.size(-1) if rotary_dim is None else rotary_dim,
+            interleave,
+            rope_scale,
+            rope_theta,
+        )
         if in_place:
             if _direct(q):
                 _run_inplace(q, k, pos_ids, *args)
