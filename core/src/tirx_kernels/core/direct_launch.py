@@ -26,10 +26,8 @@ from typing import Any
 from . import launch_spec, toolchain
 
 ENABLED = os.environ.get("TIRX_KERNELS_DIRECT_LAUNCH", "1") != "0"
-_DEVICE_TYPES = {"cpu": 1, "cuda": 2}  # DLPack device types
-
-
 SOURCE = Path(__file__).with_name("direct_launch.cc")
+_DEVICE_TYPES = {"cpu": 1, "cuda": 2}  # DLPack device types
 
 
 @functools.cache
