@@ -86,7 +86,8 @@ def _resolve(eps: float, out: torch.Tensor, input: torch.Tensor, weight: torch.T
     dtype = _check(out, input, weight)
     if not input.shape[0]:  # an empty batch has nothing to launch
         return host.nothing
-    fn = host.main_of(compiled_rmsnorm(input.shape[1], dtype, eps))
+    kernel = compiled_rmsnorm(input.shape[1], dtype, eps)
+    fn = host.direct_launcher(kernel, input, weight, out) or host.main_of(kernel)
     return host.kernel_checked(lambda out, input, weight: fn(input, weight, out))
 
 
