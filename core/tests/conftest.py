@@ -59,6 +59,8 @@ def tirx_kernels_run_test(config):
     mode = config.get("mode", "pass")
     if mode == "pass":
         return {"launched": True, "detail": "fake pass"}
+    if mode == "pid":  # which process ran it (warm workers)
+        return {"launched": True, "detail": f"pid {os.getpid()}"}
     if mode == "fail":
         raise AssertionError("max abs error 0.5 > 0.01")
     if mode == "skip":

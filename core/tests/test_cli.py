@@ -377,3 +377,45 @@ def test_strict_before_or_after_the_subcommand(modes_family, args):
     assert "family 'broken' from fake-broken failed to load" in p.stderr
     p = tirx_run(*[a for a in args if a != "--strict"])
     assert p.returncode == 0, p.stderr  # without it: a warning, the rest works
+
+
+WARM = ["pid", "pid", "fail", "pid", "crash", "pid", "hang", "pid", "skip", "pid"]
+
+
+@pytest.fixture
+def warm_family(fake_site):
+    configs = repr([{"label": f"{i}_{m}", "mode": m} for i, m in enumerate(WARM)])
+    fake_site.family("warm", {"kern": kernel_source("warm_kern", "warm", configs=configs)})
+    return fake_site
+
+
+def test_reused_workers_keep_every_status_and_retire_after_failures(warm_family, tmp_path):
+    p = tirx_run(
+        "test", "--kernel", "warm_kern", "--json", "--timeout", "5", "--reuse-workers",
+        "--log-dir", str(tmp_path),
+    )  # fmt: skip
+    assert p.returncode == 1, p.stderr
+    results = json.loads(p.stdout)["results"]
+    statuses = [r["status"] for r in results]
+    expected = {"pid": "PASS", "fail": "FAIL", "crash": "ERROR", "hang": "TIMEOUT", "skip": "SKIP"}
+    assert statuses == [expected[m] for m in WARM]
+    pid = {
+        int(r["label"].split("_")[0]): r["detail"] for r in results if r["label"].endswith("pid")
+    }
+    assert pid[0] == pid[1]  # one warm worker ran both
+    assert len({pid[1], pid[3], pid[5], pid[7]}) == 4  # replaced after FAIL, crash, timeout
+    assert pid[9] == pid[7]  # a SKIP keeps the worker
+    crash_log = (tmp_path / "warm_kern.4_crash.test.log").read_text()
+    assert "about to crash" in crash_log
+    assert "about to crash" not in (tmp_path / "warm_kern.5_pid.test.log").read_text()
+    assert "SIGSEGV" in results[4]["detail"] or "crashed" in results[4]["detail"]
+
+
+def test_reused_workers_run_in_parallel_too(warm_family):
+    p = tirx_run(
+        "test", "--kernel", "warm_kern", "--json", "--timeout", "5", "--reuse-workers", "-j", "3"
+    )
+    assert p.returncode == 1, p.stderr
+    statuses = {r["label"]: r["status"] for r in json.loads(p.stdout)["results"]}
+    assert statuses["6_hang"] == "TIMEOUT" and statuses["4_crash"] == "ERROR"
+    assert sum(s == "PASS" for s in statuses.values()) == 6

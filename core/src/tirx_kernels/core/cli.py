@@ -32,7 +32,7 @@ from .meta import MetaError
 from .output import StdoutClosed, emit, flush_stdout, note, stdout_closed_line
 from .plugins import PluginError
 from .registry import Registry, RegistryError, UnknownConfig, UnknownKernel
-from .runner import FAILED, STATUSES, ChildRun, Request, Result
+from .runner import FAILED, STATUSES, ChildRun, Request, Result, WorkerPool
 
 DEFAULT_TIMEOUT = 900.0
 
@@ -88,6 +88,13 @@ def _parser() -> argparse.ArgumentParser:
             help=f"seconds per config before TIMEOUT (default {DEFAULT_TIMEOUT:g})",
         )
         c.add_argument("--log-dir", type=Path, help="keep each config's full child log here")
+        c.add_argument(
+            "--reuse-workers",
+            action="store_true",
+            help="run configs one after another in warm worker processes (imports and CUDA "
+            "set-up once per worker; a worker is replaced after a config that does not PASS "
+            "or SKIP)",
+        )
         if name == "test":
             c.add_argument("--family", **FAMILY_OPTION)
             c.add_argument(
@@ -249,6 +256,7 @@ def _run_all(
     """
     total, done, pending = len(requests), [], list(enumerate(requests))
     running: list[tuple[int, ChildRun]] = []
+    pool = WorkerPool() if args.reuse_workers else None
     started = time.monotonic()
     interrupted = False
     try:
@@ -261,7 +269,8 @@ def _run_all(
                     else None
                 )
                 note(f"[{i + 1}/{total}] {req.kernel} {req.label} ...")
-                running.append((i, ChildRun(req, log_path=log)))
+                child = pool.start(req, log_path=log) if pool else ChildRun(req, log_path=log)
+                running.append((i, child))
             time.sleep(0.05)
             stop.check()
             for item in list(running):
@@ -273,6 +282,8 @@ def _run_all(
                 else:
                     continue
                 running.remove(item)
+                if pool:
+                    pool.release(child, result)
                 done.append((i, result))
                 _progress(result, len(done), total, time.monotonic() - started)
     except KeyboardInterrupt:
@@ -280,6 +291,8 @@ def _run_all(
     finally:
         for _, child in running:
             child.kill()
+        if pool:
+            pool.close()
     if interrupted:
         note(
             f"tirx-run: interrupted after {len(done)}/{total} config(s); killed "

@@ -7,6 +7,11 @@ The child is ``python -m tirx_kernels.core.worker REQUEST RESULT``: it reads a J
 and writes a JSON result; its stdout/stderr go to a log file. No result file means it
 crashed (ERROR); a run past its deadline is killed with its whole process group (TIMEOUT).
 The child dies with this process (:mod:`.lifeline`), so no worker outlives its runner.
+
+:class:`WorkerPool` runs configs in warm workers instead (``worker --serve``): a worker
+takes one config after another, so the imports and CUDA set-up (several seconds of a bench
+config's dozen) are paid once; a worker is retired after any config that does not PASS or
+SKIP, and a crash or timeout still costs only its config.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ class ChildRun:
         env: dict | None = None,
         log_path: Path | None = None,
         python: str | None = None,
+        worker: subprocess.Popen | None = None,
     ):
         self.request = request
         self._tmp = tempfile.TemporaryDirectory(prefix="tirx-run-")
@@ -74,23 +80,17 @@ class ChildRun:
         self.keep_log = log_path is not None
         self.log_path = Path(log_path) if log_path else tmp / "child.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        environ = {**os.environ, **(env or {}), **child_env()}
-        environ.setdefault("PYTHONUNBUFFERED", "1")
+        self.warm = worker is not None
         self._log = open(self.log_path, "wb")
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(
-            [
-                python or sys.executable,
-                "-m",
-                "tirx_kernels.core.worker",
-                str(request_path),
-                str(self.result_path),
-            ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=environ,
-            start_new_session=True,  # own process group: kill takes it all
+        if worker is not None:  # a warm worker: it sends this config's output to the log
+            assert worker.stdin is not None
+            worker.stdin.write(f"{request_path}\t{self.result_path}\t{self.log_path}\n".encode())
+            worker.stdin.flush()
+            self.proc = worker
+            return
+        self.proc = _spawn(
+            [str(request_path), str(self.result_path)], env, python, stdout=self._log
         )
 
     @property
@@ -98,8 +98,10 @@ class ChildRun:
         return time.monotonic() - self.started
 
     def poll(self) -> bool:
-        """True once the child has exited."""
-        return self.proc.poll() is not None
+        """True once the child has exited (a warm worker: once this config's result is
+        written or the worker has exited)."""
+        exited = self.proc.poll() is not None
+        return exited or (self.warm and self.result_path.exists())
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -111,6 +113,12 @@ class ChildRun:
 
     def wait(self, timeout: float | None) -> Result:
         """Wait up to ``timeout`` seconds, then collect (a late child is killed: TIMEOUT)."""
+        if self.warm:  # the worker lives on: wait for the result file
+            while not self.poll():
+                if timeout is not None and self.elapsed > timeout:
+                    return self.expire(timeout)
+                time.sleep(0.02)
+            return self.collect()
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -153,6 +161,74 @@ class ChildRun:
         if not self.keep_log:
             self._tmp.cleanup()
         return result
+
+
+def _spawn(args: list[str], env: dict | None, python: str | None, **streams) -> subprocess.Popen:
+    """``python -m tirx_kernels.core.worker ARGS`` in its own process group (kill takes it
+    all), with the lifeline's environment."""
+    environ = {**os.environ, **(env or {}), **child_env()}
+    environ.setdefault("PYTHONUNBUFFERED", "1")
+    streams.setdefault("stdin", subprocess.DEVNULL)
+    streams.setdefault("stderr", subprocess.STDOUT)
+    return subprocess.Popen(
+        [python or sys.executable, "-m", "tirx_kernels.core.worker", *args],
+        env=environ,
+        start_new_session=True,
+        **streams,
+    )
+
+
+class WorkerPool:
+    """Warm workers for :class:`ChildRun`: :meth:`start` hands a config to an idle worker
+    (or a new one), :meth:`release` takes the worker back after a PASS or SKIP and retires
+    it otherwise (a failed config may leave a sticky CUDA error behind), :meth:`close` ends
+    them all."""
+
+    def __init__(self, *, env: dict | None = None, python: str | None = None):
+        self.env, self.python = env, python
+        self._idle: list[subprocess.Popen] = []
+        self._busy: list[subprocess.Popen] = []
+
+    def start(self, request: Request, *, log_path: Path | None = None) -> ChildRun:
+        while self._idle and self._idle[-1].poll() is not None:
+            self._idle.pop()  # died while idle (its parent's lifeline, a signal)
+        worker = self._idle.pop() if self._idle else self._new()
+        try:
+            child = ChildRun(request, log_path=log_path, worker=worker)
+        except BrokenPipeError:  # it died after the check: a fresh one
+            _end(worker)
+            worker = self._new()
+            child = ChildRun(request, log_path=log_path, worker=worker)
+        self._busy.append(worker)
+        return child
+
+    def _new(self) -> subprocess.Popen:
+        streams = {"stdin": subprocess.PIPE, "stdout": subprocess.DEVNULL}
+        return _spawn(["--serve"], self.env, self.python, **streams)
+
+    def release(self, child: ChildRun, result: Result) -> None:
+        self._busy.remove(child.proc)
+        if result.status in (PASS, SKIP) and child.proc.poll() is None:
+            self._idle.append(child.proc)
+        else:
+            _end(child.proc)
+
+    def close(self) -> None:
+        for worker in self._idle + self._busy:
+            _end(worker)
+        self._idle, self._busy = [], []
+
+
+def _end(worker: subprocess.Popen) -> None:
+    """Kill a worker's process group and reap it."""
+    if worker.poll() is None:
+        try:
+            os.killpg(worker.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    worker.wait()
+    if worker.stdin:
+        worker.stdin.close()
 
 
 def run_config(

@@ -4,6 +4,9 @@
 
 ``python -m tirx_kernels.core.worker REQUEST.json RESULT.json`` writes one JSON result:
 PASS, FAIL (AssertionError, or a compile error), SKIP (unittest.SkipTest) or ERROR.
+``python -m tirx_kernels.core.worker --serve`` runs one request after another, each named
+on a stdin line ``REQUEST.json<TAB>RESULT.json<TAB>LOG``, its output sent to LOG: the imports and
+CUDA set-up are paid once (``runner.WorkerPool``); it exits at the end of stdin.
 """
 
 from __future__ import annotations
@@ -42,10 +45,8 @@ def execute(request: Request) -> dict:
     return {"status": PASS, "launched": extra.get("launched"), "detail": extra.get("detail", "")}
 
 
-def main(argv=None) -> int:
-    die_with_parent()  # a hung config must not outlive a killed tirx-run / tirx-suite
-    argv = sys.argv[1:] if argv is None else argv
-    request_path, result_path = Path(argv[0]), Path(argv[1])
+def run_one(request_path: Path, result_path: Path) -> None:
+    """Run the request at ``request_path``; write its result atomically to ``result_path``."""
     request = Request(**json.loads(request_path.read_text()))
     try:
         result = execute(request)
@@ -61,10 +62,31 @@ def main(argv=None) -> int:
         traceback.print_exc()
         result = {"status": ERROR, "detail": f"{type(e).__name__}: {e}"}
     sys.stdout.flush()
+    sys.stderr.flush()
     # atomic: a child killed mid-write leaves no result (a crash), never a torn one
     partial = result_path.with_suffix(".partial")
     partial.write_text(json.dumps(result, default=str))
     os.replace(partial, result_path)
+
+
+def serve(lines) -> None:
+    """Run each ``REQUEST RESULT LOG`` line's request, its stdout and stderr (the C-level
+    ones too) going to LOG."""
+    for line in lines:
+        request_path, result_path, log_path = line.rstrip("\n").split("\t")
+        with open(log_path, "ab") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+        run_one(Path(request_path), Path(result_path))
+
+
+def main(argv=None) -> int:
+    die_with_parent()  # a hung config must not outlive a killed tirx-run / tirx-suite
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--serve"]:
+        serve(sys.stdin)
+        return 0
+    run_one(Path(argv[0]), Path(argv[1]))
     return 0
 
 
