@@ -297,7 +297,7 @@ def tirx_kernels_run_bench(config, options):
     return {"impls": {"tirx": 10.0, "torch": 12.0},
             "round_samples": {"tirx": [10.0] * n, "torch": [12.0] * n}, "errors": {},
             "timer": options.get("timer", "proton"),
-            "benchmark_protocol": {"options": options, "env": env}}
+            "benchmark_protocol": {"options": options, "env": env, "pid": os.getpid()}}
 """
 
 MODES = ("pass", "crash", "hang", "skip")
@@ -375,6 +375,49 @@ def test_real_children_statuses_env_and_logs(tmp_path, child_family, clean_git):
     pid = int(open(log).read().split()[1])
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # the hung child was killed
+
+
+WARM_MODES = ("pass", "crash", "pass", "hang", "pass", "skip", "pass")
+
+
+@pytest.fixture
+def warm_family(fake_site):
+    configs = repr([{"label": f"{m}{i}", "mode": m} for i, m in enumerate(WARM_MODES)])
+    yaml = "kernel: warm_kern\nconfigs:\n" + "".join(
+        f"  - {{config: {m}{i}, default: true}}\n" for i, m in enumerate(WARM_MODES)
+    )
+    plugin = HEADER + PLUGIN.format(kernels=("kern",), name="warmfam", category="warmfam")
+    fake_site.family(
+        "warmfam",
+        {"kern": kernel_source("warm_kern", "warmfam", configs=configs)},
+        plugin=plugin + BENCH_HOOK,
+        files={"kern.yaml": yaml},
+    )
+    return fake_site
+
+
+def test_real_warm_workers_keep_statuses_and_serve_several_workloads(
+    tmp_path, warm_family, clean_git
+):
+    out = tmp_path / "out"
+    args = ["--out-dir", str(out), "--timeout", "10", "--keep-going", "--rounds", "1"]
+    code = main([*args, "--no-compare", "--reuse-workers"], backend=ChildBackend(tmp_path))
+    doc = json.loads(next((out / "runs").glob("*.json")).read_text())
+    rows = {r["config"]: r for r in doc["rows"]}
+    assert code == 1 and doc["options"]["reuse_workers"] is True
+    statuses = {"pass": "PASS", "crash": "FAIL", "hang": "TIMEOUT", "skip": "SKIP"}
+    assert {c: r["status"] for c, r in rows.items()} == {
+        f"{m}{i}": statuses[m] for i, m in enumerate(WARM_MODES)
+    }
+    pids = [r["benchmark_protocol"]["pid"] for c, r in rows.items() if c.startswith("pass")]
+    assert len(set(pids)) < len(pids)  # a warm worker ran more than one workload
+    assert "SIGSEGV" in rows["crash1"]["detail"]
+    hung = int(open(rows["hang3"]["log"]).read().split()[1])
+    with pytest.raises(ProcessLookupError):
+        os.kill(hung, 0)  # the hung worker was killed
+    for pid in set(pids):  # and every warm worker is gone once the run is over
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 def test_real_children_killed_on_ctrl_c(tmp_path, child_family, clean_git):

@@ -283,7 +283,7 @@ def _run_all(
                     continue
                 running.remove(item)
                 if pool:
-                    pool.release(child, result)
+                    pool.release(child, result.status)
                 done.append((i, result))
                 _progress(result, len(done), total, time.monotonic() - started)
     except KeyboardInterrupt:

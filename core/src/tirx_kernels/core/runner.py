@@ -97,6 +97,10 @@ class ChildRun:
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
+    @property
+    def pid(self) -> int:
+        return self.proc.pid  # the child (or warm worker) leads its own process group
+
     def poll(self) -> bool:
         """True once the child has exited (a warm worker: once this config's result is
         written or the worker has exited)."""
@@ -206,9 +210,10 @@ class WorkerPool:
         streams = {"stdin": subprocess.PIPE, "stdout": subprocess.DEVNULL}
         return _spawn(["--serve"], self.env, self.python, **streams)
 
-    def release(self, child: ChildRun, result: Result) -> None:
+    def release(self, child: ChildRun, status: str) -> None:
+        """Take back ``child``'s worker, whose config ended with ``status``."""
         self._busy.remove(child.proc)
-        if result.status in (PASS, SKIP) and child.proc.poll() is None:
+        if status in (PASS, SKIP) and child.proc.poll() is None:
             self._idle.append(child.proc)
         else:
             _end(child.proc)

@@ -152,6 +152,12 @@ def _run_parser() -> argparse.ArgumentParser:
         help="seconds before a requeued workload starts again (default 10)",
     )
     run.add_argument("--keep-going", action="store_true", help="do not stop at the first FAIL")
+    run.add_argument(
+        "--reuse-workers",
+        action="store_true",
+        help="run workloads one after another in warm worker processes, one per GPU set "
+        "(imports and CUDA set-up once; replaced after anything but PASS or SKIP)",
+    )
     run.add_argument("--gpus", help="comma-separated nvidia-smi indices to use (default: all)")
     run.add_argument(
         "--no-monitor", action="store_true", help="do not watch the GPUs for foreign processes"
@@ -452,6 +458,7 @@ def cmd_run(args, backend: Backend) -> int:
         "max_retries": args.retries,
         "retry_delay_s": args.retry_delay,
         "keep_going": args.keep_going,
+        "reuse_workers": args.reuse_workers,
         "monitor": "nvidia-smi"
         if use_monitor
         else f"off ({'--no-monitor' if args.no_monitor else 'needs nvidia-smi'})",
@@ -488,6 +495,7 @@ def cmd_run(args, backend: Backend) -> int:
         cooldown_s=args.cooldown,
         cache_root=cache_root,
         versions=prov["versions"],
+        reuse_workers=args.reuse_workers,
     )
     # a stop signal stops new starts at a safe point; later ones cannot cut the writing short
     with StopSignals() as stop:
@@ -509,6 +517,7 @@ def cmd_run(args, backend: Backend) -> int:
         finally:
             monitor.close()
             pool.close()
+            getattr(executor, "close", lambda: None)()
         doc = run_document(
             run_id, started, outcome, selection=selection, options=options, prov=prov
         )

@@ -5,7 +5,8 @@
 The child sees only its acquired GPUs (``CUDA_VISIBLE_DEVICES`` in nvidia-smi's PCI order)
 and gets ``TIRX_BENCH_CACHE_DIR``, an absolute cache folder qualified by GPU model, driver
 and package versions, for reference adapters' caches. Its output goes to
-``<run dir>/logs/<kernel>.<config>.<attempt>.log``.
+``<run dir>/logs/<kernel>.<config>.<attempt>.log``. With ``reuse_workers`` the children are
+warm workers (``runner.WorkerPool``, one pool per GPU set), given back by :meth:`finished`.
 """
 
 from __future__ import annotations
@@ -13,15 +14,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..runner import ChildRun, Request
+from ..runner import ChildRun, Request, WorkerPool
 from .config import Workload
 from .gpus import Gpu
-
-
-class ChildHandle(ChildRun):
-    @property
-    def pid(self) -> int:
-        return self.proc.pid  # the child leads its own process group
 
 
 def cache_dir(root: Path, gpu: Gpu, versions: dict) -> Path:
@@ -44,12 +39,15 @@ class ChildExecutor:
         cache_root: Path,
         versions: dict,
         python: str | None = None,
+        reuse_workers: bool = False,
     ):
         self.log_dir = Path(run_dir) / "logs"
         self.rounds, self.cooldown_s = rounds, cooldown_s
         self.cache_root, self.versions, self.python = Path(cache_root), versions, python
+        self._pools: dict[str, WorkerPool] | None = {} if reuse_workers else None
+        self._pool_of: dict[int, WorkerPool] = {}  # a started handle's pool, by id
 
-    def start(self, workload: Workload, attempt: int, gpus: list[Gpu]) -> ChildHandle:
+    def start(self, workload: Workload, attempt: int, gpus: list[Gpu]) -> ChildRun:
         cache = cache_dir(self.cache_root, gpus[0], self.versions)
         cache.mkdir(parents=True, exist_ok=True)
         env = {
@@ -64,6 +62,23 @@ class ChildExecutor:
             "bench",
             workload.bench_options(self.rounds, self.cooldown_s),
         )
-        return ChildHandle(
-            request, env=env, log_path=self.log_dir / f"{name}.{attempt}.log", python=self.python
-        )
+        log = self.log_dir / f"{name}.{attempt}.log"
+        if self._pools is None:
+            return ChildRun(request, env=env, log_path=log, python=self.python)
+        key = f"{env['CUDA_VISIBLE_DEVICES']}|{env['TIRX_BENCH_CACHE_DIR']}"
+        pool = self._pools.setdefault(key, WorkerPool(env=env, python=self.python))
+        handle = pool.start(request, log_path=log)
+        self._pool_of[id(handle)] = pool
+        return handle
+
+    def finished(self, handle: ChildRun, status: str) -> None:
+        """A workload is done (``status``; killed ones too): its warm worker goes back to its
+        pool, or is retired after anything but PASS or SKIP."""
+        pool = self._pool_of.pop(id(handle), None)
+        if pool is not None:
+            pool.release(handle, status)
+
+    def close(self) -> None:
+        """End every warm worker."""
+        for pool in (self._pools or {}).values():
+            pool.close()

@@ -5,7 +5,8 @@
 Pure logic over three interfaces, so CPU tests drive it with fakes:
 
 - executor: ``start(workload, attempt, gpus) -> handle``; a handle has ``pid``, ``poll()``
-  (True once exited), ``collect() -> Result``, ``expire(timeout) -> Result``, ``kill()``.
+  (True once exited), ``collect() -> Result``, ``expire(timeout) -> Result``, ``kill()``;
+  optionally ``finished(handle, status)``, called once a handle is done with (warm workers).
 - pool: ``total``, ``free_count()``, ``acquire(n) -> [Gpu] | None`` (all or nothing),
   ``release(gpus)``.
 - monitor: ``watch(key, gpus)`` before a start, ``attach(key, pid)`` after it,
@@ -148,6 +149,7 @@ class Scheduler:
         stop_check=lambda: None,
     ):
         self.executor, self.pool, self.monitor = executor, pool, monitor
+        self._finished = getattr(executor, "finished", lambda handle, status: None)
         self.timeout_s, self.max_retries, self.retry_delay_s = timeout_s, max_retries, retry_delay_s
         self.keep_going, self.events = keep_going, events or Events()
         self.no_gpu_reason = no_gpu_reason
@@ -176,12 +178,14 @@ class Scheduler:
                     result = self._check(r)
                     if result is not None:
                         running.remove(r)
+                        self._finished(r.handle, result.status)
                         self._done(r, result, pending)
         except KeyboardInterrupt:
             interrupted = True
         finally:  # Ctrl-C, or a bug in a hook: never leave a child running
             for r in running:
                 r.handle.kill()
+                self._finished(r.handle, "KILLED")
                 self.pool.release(r.gpus)
                 self.monitor.stop(r.key)
         # every job without a row is reported, whatever window an interrupt hit
