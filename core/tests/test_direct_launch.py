@@ -157,6 +157,18 @@ def test_host_code_it_does_not_know_keeps_the_host_function(fixed, monkeypatch):
     assert direct_launch.bound(fixed, x, y, 2.0, 5, dry=True) is None
 
 
+def test_a_kernel_that_cannot_be_loaded_keeps_the_host_function(fixed, monkeypatch):
+    x, y = torch.zeros(100), torch.zeros(100)
+    monkeypatch.setattr(direct_launch, "_on_gpu", lambda examples: True)  # say they are
+
+    def no_driver(*args):
+        raise RuntimeError("CUDA Error: cudaErrorNoDevice")
+
+    monkeypatch.setattr(direct_launch, "_kernel", no_driver)
+    with pytest.warns(RuntimeWarning, match="using the generated host function"):
+        assert direct_launch.bound(fixed, x, y, 2.0, 5) is None
+
+
 def test_stand_ins_and_cpu_tensors_get_no_launcher(fixed):
     x, y = torch.zeros(100), torch.zeros(100)
     assert direct_launch.bound(lambda *a: None, x, y, 2.0, 5) is None

@@ -19,6 +19,7 @@ import functools
 import os
 import struct
 import tempfile
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,10 @@ def _checks(params: list, examples: tuple) -> list[tuple[int, list[int]]] | None
     return checks
 
 
+def _on_gpu(examples: tuple) -> bool:
+    return all(e.device.type == "cuda" for e in examples if hasattr(e, "device"))
+
+
 def _bind_constants(launches: list, examples: tuple, constants: tuple[int, ...]) -> dict:
     """Rewrite ``launches`` so the scalar arguments at ``constants`` are baked in; returns the
     old-to-new index of every argument left."""
@@ -162,8 +167,7 @@ def bound(
     example values; the launcher then takes the other arguments only. ``dry``: check and
     return the kernels' parameters and launch dimensions as int64 words instead of
     launching (tests, no GPU)."""
-    on_gpu = all(e.device.type == "cuda" for e in examples if hasattr(e, "device"))
-    if not ENABLED or not hasattr(executable, "tirx_func") or not (dry or on_gpu):
+    if not ENABLED or not hasattr(executable, "tirx_func") or not (dry or _on_gpu(examples)):
         return None  # a stand-in of a kernel (tests), or CPU tensors
     if library() is None:
         return None
@@ -175,7 +179,16 @@ def bound(
     kept = _bind_constants(launches, examples, constants)
     words = [word for arg, check in checks for word in (kept[arg], *check)]
     index = next(e.device.index or 0 for e in examples if hasattr(e, "device"))
-    kernels = [0 if dry else _kernel(executable, launch.kernel, index) for launch in launches]
+    try:
+        kernels = [0 if dry else _kernel(executable, launch.kernel, index) for launch in launches]
+    except Exception as e:  # noqa: BLE001 - the host function still launches it
+        warnings.warn(
+            f"direct launch of {launches[0].kernel} unavailable ({type(e).__name__}: {e}); "
+            "using the generated host function",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
     dims = [[*launch.dims, 0] for launch in launches]  # no dynamic shared memory
     params = [[word for pair in launch.params for word in pair] for launch in launches]
     return library().bind(launches[0].kernel, len(kept), words, kernels, dims, params, dry)
