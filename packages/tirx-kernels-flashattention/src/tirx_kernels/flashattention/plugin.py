@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from tirx_kernels.core import Family, Upstream, hookimpl
+from tirx_kernels.core.family import PORT_NATIVE_FILES
 
 
 @hookimpl
@@ -26,4 +27,6 @@ def tirx_kernels_family():
                 "licenses/flash-attention-AUTHORS.txt",
             ),
         ),
+        # the bench's FlashInfer references call FlashInfer's API: native code, no port
+        native_files=(*PORT_NATIVE_FILES, "_references.py"),
     )

@@ -64,8 +64,17 @@ _TESTS = {
     ("bfloat16", 192, 128): [("bf16_b1_h2_s200_d192_dv128", 1, 200, 200, 2, 2, (False,))],
 }
 _BENCHES = {
-    ("bfloat16", 128, 128): [("bf16_b1_h32_s8192_d128", 1, 8192, 8192, 32, 32, (False, True))],
+    ("bfloat16", 128, 128): [
+        ("bf16_b1_h32_s8192_d128", 1, 8192, 8192, 32, 32, (False, True)),
+        ("bf16_b16_h32_s1024_d128", 16, 1024, 1024, 32, 32, (False, True)),
+        ("bf16_b4_h32_s4096_d128", 4, 4096, 4096, 32, 32, (False, True)),
+        ("bf16_b4_h32_hk8_s4096_d128", 4, 4096, 4096, 32, 8, (False, True)),
+    ],
     ("bfloat16", 64, 64): [("bf16_b1_h32_s8192_d64", 1, 8192, 8192, 32, 32, (False, True))],
+    ("bfloat16", 256, 256): [("bf16_b1_h16_s8192_d256", 1, 8192, 8192, 16, 16, (False, True))],
+    ("bfloat16", 192, 128): [
+        ("bf16_b4_h16_s4096_d192_dv128", 4, 4096, 4096, 16, 16, (False, True))
+    ],
 }
 _MATRIX = [
     (
@@ -206,22 +215,10 @@ def run_bench(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal
         "torch_sdpa_cudnn": sdpa("CUDNN_ATTENTION"),
         "torch_sdpa_flash": sdpa("FLASH_ATTENTION"),
     }
-    if batch == 1 and available("flashinfer"):
+    if available("flashinfer"):
+        from .. import _references
 
-        def build_flashinfer():
-            import flashinfer
-
-            q1, k1, v1 = q[0], k[0], v[0]
-
-            def launch():
-                flashinfer.single_prefill_with_kv_cache(
-                    q1, k1, v1, causal=causal, sm_scale=scale, backend="fa3"
-                )
-
-            launch()
-            return launch
-
-        refs["flashinfer_fa3"] = build_flashinfer
+        refs["flashinfer_fa3"] = lambda: _references.batched(q, k, v, causal, scale)
     # one CTA per SM walking the tiles (upstream's persistent schedulers)
     refs["tirx_persistent"] = lambda: _launch_with(data, scale, causal, {"persistent": True})
     refs["tirx_early_rescale"] = lambda: _launch_with(data, scale, causal, {"early_rescale": True})

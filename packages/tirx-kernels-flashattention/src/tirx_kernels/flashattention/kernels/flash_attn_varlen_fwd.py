@@ -15,15 +15,16 @@ of q ``(total_q, heads_q, d)`` and ``cu_seqlens_k[i]:cu_seqlens_k[i + 1]`` of k,
 
 run_test checks out and lse per sequence against the torch fp32 reference of
 ``flash_attn_fwd`` (FlashAttention's tolerance rule). run_bench times our op beside torch's
-``varlen_attn`` (FlashAttention-2 kernels). The configs mix short and long
-sequences, an empty query sequence, a sequence without keys and seqlen_q > seqlen_k.
+``varlen_attn`` (FlashAttention-2 kernels) and, when installed, FlashInfer's FA3 ragged
+batch prefill. The configs mix short and long sequences, an empty query sequence, a
+sequence without keys and seqlen_q > seqlen_k.
 """
 
 from __future__ import annotations
 
 import torch
 
-from tirx_kernels.core.testing import bench, randn, skip_unless_gpu
+from tirx_kernels.core.testing import available, bench, randn, skip_unless_gpu
 
 from .._attention_schedule import pick_schedule
 from .._attention_tirx import make_flash_fwd_varlen
@@ -141,4 +142,10 @@ def run_bench(dtype, seqlens_q, seqlens_k, heads_q, heads_kv, d, dv, causal, **o
         launch()
         return launch
 
-    return bench(ours, {"torch_varlen_attn": build_torch_varlen}, **options)
+    refs = {"torch_varlen_attn": build_torch_varlen}
+    if available("flashinfer"):
+        from .. import _references
+
+        packed = [data[name] for name in ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k")]
+        refs["flashinfer_fa3"] = lambda: _references.ragged(*packed, causal, scale)
+    return bench(ours, refs, **options)
