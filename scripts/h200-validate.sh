@@ -8,7 +8,8 @@
 # most BENCH_T seconds, default 300), the per-call cost of public ops (OVERHEAD_ARGS) and a
 # suite sweep; results under $OUT. A step whose variable is set to "skip" is skipped.
 # TIRX_TEST_TIMEOUT=<s> ends a pytest process whose test runs longer (a hung kernel), naming
-# the test in $OUT/pytest-i.failures (scripts/failures_now.py).
+# the test in $OUT/pytest-i.failures (scripts/failures_now.py). tirx-run runs its configs in
+# warm workers (--reuse-workers); REUSE= (empty) gives each config its own process again.
 # Usage, from the repository root:
 #   TEST_ARGS="--family basic" BENCH_KERNELS="rmsnorm fp16_bf16_gemm" BENCH_ARGS="--rounds 3" \
 #   SUITE_ARGS="--family basic" PYTEST_ARGS="packages" OVERHEAD_ARGS="--batch 1 4" \
@@ -27,7 +28,7 @@ if [ "${UPSTREAM_ARGS:-skip}" != skip ]; then  # compile-bound like the tests: r
 fi
 if [ "${TEST_ARGS:-}" != skip ]; then
   python3 -m tirx_kernels.core.cli test ${TEST_ARGS:-} -j "${JOBS:-12}" --timeout 300 --json \
-    > "$out/test.json" 2> "$out/test.log"; echo "tirx-run test: exit $?"
+    ${REUSE---reuse-workers} > "$out/test.json" 2> "$out/test.log"; echo "tirx-run test: exit $?"
 fi
 if [ "${PYTEST_ARGS:-skip}" != skip ]; then
   # one process per path, all at once: kernel compiles dominate, and one serial process
@@ -52,7 +53,7 @@ if [ -n "${upstream:-}" ]; then wait "$upstream"; tail -3 "$out/fi-upstream.log"
 for kernel in ${BENCH_KERNELS:-}; do
   # the child logs survive a timeout (the JSON is written at the end)
   timeout "${BENCH_T:-300}" python3 -m tirx_kernels.core.cli bench --kernel "$kernel" ${BENCH_ARGS:-} \
-    --log-dir "$out/logs-$kernel" --json > "$out/bench_$kernel.json" 2> "$out/bench_$kernel.log"
+    --log-dir "$out/logs-$kernel" --json ${REUSE---reuse-workers} > "$out/bench_$kernel.json" 2> "$out/bench_$kernel.log"
   echo "tirx-run bench $kernel: exit $?"
   python3 -c 'import json, sys
 for r in json.load(open(sys.argv[1]))["results"]:

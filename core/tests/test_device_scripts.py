@@ -79,12 +79,14 @@ def test_validate_runs_upstream_tests_beside_the_tests_and_benches_after(tmp_pat
     done = _run(repo, env, "scripts/h200-validate.sh", "abc123")
     log = (tmp_path / "log").read_text().splitlines()
     out = tmp_path / "out"
-    assert any("cli test --family flashinfer -j 12" in line for line in log)
+    tests = [line for line in log if "cli test --family flashinfer -j 12" in line]
+    assert len(tests) == 1 and "--reuse-workers" in tests[0]  # warm workers by default
     upstream = [line for line in log if "upstream_tests.py run --shards 2 --junit" in line]
     assert len(upstream) == 1 and str(out / "fi-upstream.xml") in upstream[0]
     benches = [line for line in log if "cli bench --kernel" in line]
     assert [b.split("--kernel ")[1].split()[0] for b in benches] == ["k1", "k2"]
     assert all(f"--log-dir {out}/logs-k" in b and "--rounds 3" in b for b in benches)
+    assert all("--reuse-workers" in b for b in benches)
     assert log.count("bench after upstream") == 2  # the benches wait for the compile-bound tests
     assert "c1 PASS {'tirx': 2.0} 1.5" in done.stdout
     assert "upstream tests: exit 0" in (out / "fi-upstream.log").read_text()
