@@ -4,8 +4,10 @@
 
 A public function's arguments are checked and its kernel chosen once per call signature
 (:func:`signature`: shape, strides, dtype, device and 16-byte phase of each tensor); the
-result, a *plan*, is a small closure that launches the compiled kernel's ``main`` (a
-``tvm_ffi.Function``, fetched once by :func:`main_of`) with no further checks. The wrappers
+result, a *plan*, is a small closure that launches the compiled kernel: through
+:func:`direct_launcher` (the kernel bound to the call's shapes, launched without TVM's
+CUDA-module launcher) where that applies, else through its ``main`` (a
+``tvm_ffi.Function``, fetched once by :func:`main_of`), with no further checks. The wrappers
 call their plan directly when :func:`direct` says the dispatcher may be skipped (plain
 tensors, not under ``torch.compile``, ``TIRX_KERNELS_FLASHINFER_DIRECT`` not ``0``);
 otherwise they call the ``torch.ops.tirx_kernels`` op, whose body runs the same plan.
@@ -33,8 +35,8 @@ from tirx_kernels.core.host import (
 # the core helpers, re-exported
 __all__ = [
     "MAX_PLANS",
-    "kernel_checked",
     "direct_launcher",
+    "kernel_checked",
     "lookup",
     "main_of",
     "nothing",
