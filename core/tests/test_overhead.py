@@ -4,9 +4,14 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
+from conftest import kernel_source
 
 from tirx_kernels.core import overhead
 
@@ -77,3 +82,30 @@ def test_bench_calls_is_a_bench_result_of_our_op_beside_the_references():
         testing.bench_calls({"tirx": broken}, "eager")
     with pytest.raises(ValueError, match="mode must be one of"):
         testing.bench_calls(calls, "kernel")
+
+
+OP_OVERHEAD = Path(__file__).resolve().parents[2] / "scripts" / "op_overhead.py"
+
+
+def test_op_overhead_script_takes_rounds_and_names_a_bad_kernel(fake_site, tmp_path):
+    body = """
+    def public_calls(batch):
+        return {"tirx": lambda: None, "ref": lambda: sum(range(batch))}
+    """
+    fake_site.family("timed", {"kern": kernel_source("timed_kern", "timed", body=body)})
+    out = tmp_path / "rows.json"
+    run = [sys.executable, str(OP_OVERHEAD), "--kernel", "timed_kern", "--batch", "1", "4"]
+    p = subprocess.run([*run, "--rounds", "3", "--json", str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(out.read_text())
+    assert [(r["batch"], r["impl"]) for r in rows] == [
+        (1, "tirx"),
+        (1, "ref"),
+        (4, "tirx"),
+        (4, "ref"),
+    ]
+    assert all(len(r["rounds"]["eager_host_us"]) == 3 and r["eager_host_us"] > 0 for r in rows)
+    bad = subprocess.run([*run[:3], "nope"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--kernel: no kernel 'nope'" in bad.stderr
+    zero = subprocess.run([*run, "--rounds", "0"], capture_output=True, text=True)
+    assert zero.returncode == 2 and "--rounds must be at least 1" in zero.stderr
