@@ -2,8 +2,9 @@
 // SPDX-FileCopyrightText: Copyright TIRx authors
 //
 // A launcher bound to one call shape of a compiled TIRx kernel: the checks its generated host
-// function makes (dtype, shape, compact strides, alignment, device), then cudaLaunchKernel on
-// the tvm-ffi stream, without TVM's CUDA-module launcher (why: flashinfer docs/overhead.md).
+// function makes (dtype, shape, compact strides, alignment, device), the TMA descriptors it
+// encodes, then cudaLaunchKernel(ExC) on the tvm-ffi stream, without TVM's CUDA-module
+// launcher (why: flashinfer docs/overhead.md).
 // The Python side (direct_launch.py) reads the spec from the executable's host code.
 #include <tvm/ffi/container/array.h>
 #include <tvm/ffi/container/tensor.h>
@@ -34,6 +35,20 @@ enum ParamKind : int64_t {
   kConstI32 = 4,
   kConstI64 = 5,
   kConstF32 = 6,  // the value's bits
+  kTensorMap = 7,  // the launch's maps[value], encoded per call
+};
+
+// a tiled TMA descriptor of a tensor argument (launch_spec.TensorMap.words)
+struct MapSpec {
+  int arg;
+  CUtensorMapDataType dtype;
+  cuuint32_t rank;
+  CUtensorMapInterleave interleave;
+  CUtensorMapSwizzle swizzle;
+  CUtensorMapL2promotion l2_promotion;
+  CUtensorMapFloatOOBfill oob_fill;
+  cuuint64_t dims[5], strides[4];
+  cuuint32_t box[5], element_strides[5];
 };
 
 struct TensorCheck {
@@ -48,8 +63,28 @@ struct Launch {
   cuda_api::KernelHandle kernel;
   int64_t dims[6];  // grid xyz, block xyz: a constant, or -(i + 1) for int argument i
   uint32_t dyn_smem;
+  unsigned cluster[3];
   std::vector<std::pair<int64_t, int64_t>> params;  // (ParamKind, argument index or value)
+  std::vector<MapSpec> maps;
 };
+
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                 const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// the driver's cuTensorMapEncodeTiled, found once through the runtime
+EncodeTiled Encoder() {
+  static EncodeTiled encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    TVM_FFI_CHECK_CUBIN_LAUNCHER_CUDA_ERROR(cudaGetDriverEntryPointByVersion(
+        "cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
+    TVM_FFI_ICHECK(fn != nullptr && found == cudaDriverEntryPointSuccess);
+    return reinterpret_cast<EncodeTiled>(fn);
+  }();
+  return encode;
+}
 
 struct Bound {
   std::string name;
@@ -144,9 +179,29 @@ void Call(const Bound& b, PackedArgs args, tvm::ffi::Any* rv) {
   for (const Launch& l : b.launches) {
     Value values[64];
     void* params[64];
+    alignas(64) CUtensorMap maps[8];
     size_t n = l.params.size();
     for (size_t k = 0; k < n; ++k) {
-      values[k] = ParamValue(b, args, l.params[k].first, l.params[k].second);
+      int64_t kind = l.params[k].first, v = l.params[k].second;
+      if (kind == kTensorMap) {  // by value: the kernel takes the 128-byte descriptor
+        const MapSpec& m = l.maps[v];
+        const DLTensor* t = TensorArg(b, args, m.arg);
+        void* address = static_cast<char*>(t->data) + t->byte_offset;
+        if (b.dry) {  // no driver to encode with here: the address it would take
+          dry.push_back(reinterpret_cast<int64_t>(address));
+          continue;
+        }
+        CUresult encoded =
+            Encoder()(&maps[v], m.dtype, m.rank, address, m.dims, m.strides, m.box,
+                      m.element_strides, m.interleave, m.swizzle, m.l2_promotion, m.oob_fill);
+        if (encoded != CUDA_SUCCESS) {
+          TVM_FFI_THROW(RuntimeError) << b.name << ": cuTensorMapEncodeTiled of argument #"
+                                      << m.arg << " failed (CUresult " << encoded << ")";
+        }
+        params[k] = &maps[v];
+        continue;
+      }
+      values[k] = ParamValue(b, args, kind, v);
       params[k] = &values[k];
       if (b.dry) dry.push_back(values[k].i64);
     }
@@ -166,10 +221,25 @@ void Call(const Bound& b, PackedArgs args, tvm::ffi::Any* rv) {
     if (cudaGetDevice(&current) != cudaSuccess || current != device) {
       TVM_FFI_CHECK_CUBIN_LAUNCHER_CUDA_ERROR(cudaSetDevice(device));
     }
-    auto stream = static_cast<cuda_api::StreamHandle>(TVMFFIEnvGetStream(kDLCUDA, device));
+    auto stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(kDLCUDA, device));
+    if (l.cluster[0] * l.cluster[1] * l.cluster[2] == 1) {
+      TVM_FFI_CHECK_CUBIN_LAUNCHER_CUDA_ERROR(
+          cuda_api::LaunchKernel(l.kernel, params, tvm::ffi::dim3(dims[0], dims[1], dims[2]),
+                                 tvm::ffi::dim3(dims[3], dims[4], dims[5]), stream, l.dyn_smem));
+      continue;
+    }
+    cudaLaunchConfig_t config = {};
+    config.gridDim = {dims[0], dims[1], dims[2]};
+    config.blockDim = {dims[3], dims[4], dims[5]};
+    config.dynamicSmemBytes = l.dyn_smem;
+    config.stream = stream;
+    cudaLaunchAttribute cluster;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim = {l.cluster[0], l.cluster[1], l.cluster[2]};
+    config.attrs = &cluster;
+    config.numAttrs = 1;
     TVM_FFI_CHECK_CUBIN_LAUNCHER_CUDA_ERROR(
-        cuda_api::LaunchKernel(l.kernel, params, tvm::ffi::dim3(dims[0], dims[1], dims[2]),
-                               tvm::ffi::dim3(dims[3], dims[4], dims[5]), stream, l.dyn_smem));
+        cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(l.kernel), params));
   }
   if (b.dry) *rv = dry;
 }
@@ -193,12 +263,33 @@ int64_t Kernel(int64_t library, tvm::ffi::String name, int device, int64_t dyn_s
   return reinterpret_cast<int64_t>(kernel);
 }
 
-// bind(name, num_args, checks, kernels, dims, params, dry) -> the bound launcher
+MapSpec ReadMap(const Array<int64_t>& w, size_t* at, int num_args) {
+  size_t i = *at;
+  MapSpec m;
+  m.arg = static_cast<int>(w[i]);
+  m.dtype = static_cast<CUtensorMapDataType>(w[i + 1]);
+  m.rank = static_cast<cuuint32_t>(w[i + 2]);
+  m.interleave = static_cast<CUtensorMapInterleave>(w[i + 3]);
+  m.swizzle = static_cast<CUtensorMapSwizzle>(w[i + 4]);
+  m.l2_promotion = static_cast<CUtensorMapL2promotion>(w[i + 5]);
+  m.oob_fill = static_cast<CUtensorMapFloatOOBfill>(w[i + 6]);
+  TVM_FFI_ICHECK(m.arg < num_args && m.rank >= 1 && m.rank <= 5);
+  i += 7;
+  for (cuuint32_t d = 0; d < m.rank; ++d) m.dims[d] = static_cast<cuuint64_t>(w[i++]);
+  for (cuuint32_t d = 0; d + 1 < m.rank; ++d) m.strides[d] = static_cast<cuuint64_t>(w[i++]);
+  for (cuuint32_t d = 0; d < m.rank; ++d) m.box[d] = static_cast<cuuint32_t>(w[i++]);
+  for (cuuint32_t d = 0; d < m.rank; ++d) m.element_strides[d] = static_cast<cuuint32_t>(w[i++]);
+  *at = i;
+  return m;
+}
+
+// bind(name, num_args, checks, kernels, dims, params, maps, dry) -> the bound launcher
 //   checks: per tensor argument [arg, device_type, device_id, code, bits, lanes, align, ndim,
 //           shape...]; per launch: kernels[i] a kernel handle, dims[i] [grid xyz, block xyz,
-//           dyn_smem], params[i] (kind, value) pairs
+//           dyn_smem, cluster xyz], params[i] (kind, value) pairs, maps[i] its MapSpecs
 Function Bind(tvm::ffi::String name, int num_args, Array<int64_t> checks, Array<int64_t> kernels,
-              Array<Array<int64_t>> dims, Array<Array<int64_t>> params, bool dry) {
+              Array<Array<int64_t>> dims, Array<Array<int64_t>> params,
+              Array<Array<int64_t>> maps, bool dry) {
   auto b = std::make_shared<Bound>();
   b->name = std::string(name);
   b->num_args = num_args;
@@ -225,11 +316,16 @@ Function Bind(tvm::ffi::String name, int num_args, Array<int64_t> checks, Array<
       TVM_FFI_ICHECK(d[j] >= 0 || -d[j] - 1 < num_args);
     }
     l.dyn_smem = static_cast<uint32_t>(d[6]);
+    for (int j = 0; j < 3; ++j) l.cluster[j] = static_cast<unsigned>(d[7 + j]);
+    Array<int64_t> m = maps[k];
+    for (size_t at = 0; at < m.size();) l.maps.push_back(ReadMap(m, &at, num_args));
     for (size_t j = 0; j + 1 < p.size(); j += 2) {
-      TVM_FFI_ICHECK(p[j] > kI64 || p[j + 1] < num_args);
+      bool in_range = p[j] == kTensorMap ? p[j + 1] < static_cast<int64_t>(l.maps.size())
+                                          : p[j] > kI64 || p[j + 1] < num_args;
+      TVM_FFI_ICHECK(in_range);
       l.params.emplace_back(p[j], p[j + 1]);
     }
-    TVM_FFI_ICHECK(l.params.size() <= 64);
+    TVM_FFI_ICHECK(l.params.size() <= 64 && l.maps.size() <= 8);
     b->launches.push_back(l);
   }
   return Function::FromPacked([b](PackedArgs args, tvm::ffi::Any* rv) { Call(*b, args, rv); });

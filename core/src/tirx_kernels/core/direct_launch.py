@@ -7,8 +7,9 @@ function, most of it TVM's CUDA-module launcher (packages/tirx-kernels-flashinfe
 overhead.md). :func:`bound` returns a launcher with the host function's arguments, bound to
 the shapes, dtypes and device of example arguments: ``direct_launch.cc`` (a tvm-ffi module
 compiled once per machine) makes the host function's checks (dtype, shape, compact strides,
-alignment, device; ValueError or TypeError before any launch) and calls
-``cudaLaunchKernel`` with the parameters :mod:`.launch_spec` read from the host code.
+alignment, device; ValueError or TypeError before any launch), encodes the TMA descriptors
+the host code would, and calls ``cudaLaunchKernel`` (``cudaLaunchKernelExC`` for clusters)
+with the parameters :mod:`.launch_spec` read from the host code.
 
 ``TIRX_KERNELS_DIRECT_LAUNCH=0`` keeps the host function everywhere (read at import).
 """
@@ -88,10 +89,11 @@ def _image(executable: Any) -> bytes:
 
 
 @functools.cache
-def _kernel(executable: Any, name: str, device: int) -> int:
+def _kernel(executable: Any, name: str, device: int, smem: int) -> int:
+    """The kernel's handle, allowed ``smem`` bytes of dynamic shared memory on ``device``."""
     if not hasattr(executable, "library_handle"):
         executable.library_handle = library().load(_image(executable))
-    return library().kernel(executable.library_handle, name, device, 0)
+    return library().kernel(executable.library_handle, name, device, smem)
 
 
 def _checks(params: list, examples: tuple) -> list[tuple[int, list[int]]] | None:
@@ -141,8 +143,12 @@ def _bind_constants(launches: list, examples: tuple, constants: tuple[int, ...])
                 launch.dims[d] = int(examples[-value - 1])
             elif value < 0:
                 launch.dims[d] = -kept[-value - 1] - 1
+        for m in launch.maps:
+            if m.arg in constants:
+                raise ValueError(f"argument #{m.arg} is a tensor; only scalars can be constants")
+            m.arg = kept[m.arg]
         for p, (kind, value) in enumerate(launch.params):
-            if kind > launch_spec.I64:  # a constant already
+            if kind > launch_spec.I64:  # a constant or a descriptor already
                 continue
             if value not in constants:
                 launch.params[p] = (kind, kept[value])
@@ -180,7 +186,10 @@ def bound(
     words = [word for arg, check in checks for word in (kept[arg], *check)]
     index = next(e.device.index or 0 for e in examples if hasattr(e, "device"))
     try:
-        kernels = [0 if dry else _kernel(executable, launch.kernel, index) for launch in launches]
+        kernels = [
+            0 if dry else _kernel(executable, launch.kernel, index, launch.smem)
+            for launch in launches
+        ]
     except Exception as e:  # noqa: BLE001 - the host function still launches it
         warnings.warn(
             f"direct launch of {launches[0].kernel} unavailable ({type(e).__name__}: {e}); "
@@ -189,6 +198,8 @@ def bound(
             stacklevel=2,
         )
         return None
-    dims = [[*launch.dims, 0] for launch in launches]  # no dynamic shared memory
+    dims = [[*launch.dims, launch.smem, *launch.cluster] for launch in launches]
     params = [[word for pair in launch.params for word in pair] for launch in launches]
-    return library().bind(launches[0].kernel, len(kept), words, kernels, dims, params, dry)
+    maps = [[word for m in launch.maps for word in m.words()] for launch in launches]
+    name = launches[0].kernel
+    return library().bind(name, len(kept), words, kernels, dims, params, maps, dry)
