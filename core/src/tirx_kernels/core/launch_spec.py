@@ -11,8 +11,8 @@ per call, or a constant; a TMA descriptor the host code encodes (``tensormap_enc
 becomes a :class:`TensorMap` the launcher encodes per call from the tensor's address. It
 answers ``None`` for host code it does not fully understand (a call it does not know, a
 launch under a condition, an unknown launch field), and the caller keeps the host function.
-TMA descriptors are taken only with ``TIRX_KERNELS_DIRECT_LAUNCH_TMA=1`` (read at import)
-until their launches have run on a GPU.
+TMA descriptors, dynamic shared memory and clusters are taken only with
+``TIRX_KERNELS_DIRECT_LAUNCH_TMA=1`` (read at import) until such launches have run on a GPU.
 """
 
 from __future__ import annotations
@@ -277,6 +277,8 @@ def _launch(call: Any, evaluate: _Evaluator, encodes: dict) -> Launch:
             launch.smem = v[1]
         else:
             launch.cluster[_CLUSTER.index(field_name)] = v[1]
+    if not TMA and (launch.smem or launch.cluster != [1, 1, 1]):  # untried on a GPU so far
+        raise Unsupported("dynamic shared memory or clusters (TIRX_KERNELS_DIRECT_LAUNCH_TMA=1)")
     for e in params:
         encode = encodes.get(e.__chandle__()) if type(e).__name__ == "Var" else None
         if encode is not None:
