@@ -54,6 +54,27 @@ def _axpy(grid_from_argument: bool):
     return axpy_fixed
 
 
+def _axpy_in_pairs():
+    """:func:`_axpy` with a grid of ``(blocks + 1) // 2`` blocks of 64 threads: a launch
+    dimension computed from an int argument."""
+    T = toolchain.T
+    n = T.dynamic("n")
+
+    @T.function
+    def axpy_pairs(
+        x: T.Tensor((n,), "float32", data_alignment=16),
+        y: T.Tensor((n,), "float32", data_alignment=16),
+        alpha: T.float32,
+        blocks: T.int32,
+    ):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=(blocks + 1) // 2, block=64))
+        i = T.cuda.block_idx("x") * 64 + T.cuda.thread_idx("x")
+        if i < n:
+            y[i] = y[i] + alpha * x[i]
+
+    return axpy_pairs
+
+
 def _f32(word: int) -> float:
     return struct.unpack("f", struct.pack("I", word & 0xFFFFFFFF))[0]
 
@@ -111,6 +132,17 @@ def test_a_grid_taken_from_an_argument_is_read_per_call(from_argument):
     assert list(launch(x, y, 1.0, 7))[-6:] == [7, 1, 1, 32, 1, 1]
     with pytest.raises(ValueError, match="launch dimension 0 is 0"):
         launch(x, y, 1.0, 0)
+
+
+def test_an_argument_inside_a_launch_dimension_is_pinned_to_its_value():
+    kernel = toolchain.compile(_axpy_in_pairs())
+    x, y = torch.zeros(640), torch.zeros(640)
+    (spec,) = launch_spec.launch_spec(toolchain.host_code(kernel), (x, y, 1.0, 9))
+    assert spec.dims == [5, 1, 1, 64, 1, 1] and spec.pinned == [(3, 9)]
+    launch = direct_launch.bound(kernel, x, y, 1.0, 9, dry=True)
+    assert list(launch(x, y, 0.5, 9))[-6:] == [5, 1, 1, 64, 1, 1]
+    with pytest.raises(ValueError, match="must be the size this launcher was bound to, 9"):
+        launch(x, y, 0.5, 11)  # another grid: the full checks and the host function take it
 
 
 def test_constants_are_baked_in_and_no_longer_passed(from_argument):

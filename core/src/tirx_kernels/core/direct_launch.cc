@@ -90,6 +90,7 @@ struct Bound {
   std::string name;
   int num_args;
   std::vector<TensorCheck> checks;
+  std::vector<std::pair<int, int64_t>> pinned;  // int arguments the launch was folded for
   std::vector<Launch> launches;
   bool dry;
 };
@@ -126,6 +127,13 @@ void Check(const Bound& b, const PackedArgs& args) {
                                 << " is not the compact, " << c.align
                                 << "-byte aligned tensor of the shape, dtype and device this "
                                    "launcher was bound to";
+    }
+  }
+  for (const auto& [arg, value] : b.pinned) {
+    auto given = args[arg].try_cast<int64_t>();
+    if (!given.has_value() || *given != value) {
+      TVM_FFI_THROW(ValueError) << b.name << ": argument #" << arg
+                                << " must be the size this launcher was bound to, " << value;
     }
   }
 }
@@ -283,17 +291,22 @@ MapSpec ReadMap(const Array<int64_t>& w, size_t* at, int num_args) {
   return m;
 }
 
-// bind(name, num_args, checks, kernels, dims, params, maps, dry) -> the bound launcher
+// bind(name, num_args, checks, kernels, dims, params, maps, pinned, dry) -> the launcher
 //   checks: per tensor argument [arg, device_type, device_id, code, bits, lanes, align, ndim,
 //           shape...]; per launch: kernels[i] a kernel handle, dims[i] [grid xyz, block xyz,
-//           dyn_smem, cluster xyz], params[i] (kind, value) pairs, maps[i] its MapSpecs
+//           dyn_smem, cluster xyz], params[i] (kind, value) pairs, maps[i] its MapSpecs;
+//   pinned: (argument, value) pairs each call must repeat
 Function Bind(tvm::ffi::String name, int num_args, Array<int64_t> checks, Array<int64_t> kernels,
               Array<Array<int64_t>> dims, Array<Array<int64_t>> params,
-              Array<Array<int64_t>> maps, bool dry) {
+              Array<Array<int64_t>> maps, Array<int64_t> pinned, bool dry) {
   auto b = std::make_shared<Bound>();
   b->name = std::string(name);
   b->num_args = num_args;
   b->dry = dry;
+  for (size_t i = 0; i + 1 < pinned.size(); i += 2) {
+    TVM_FFI_ICHECK(pinned[i] < num_args);
+    b->pinned.emplace_back(static_cast<int>(pinned[i]), pinned[i + 1]);
+  }
   for (size_t i = 0; i < checks.size();) {
     TensorCheck c;
     c.arg = static_cast<int>(checks[i]);

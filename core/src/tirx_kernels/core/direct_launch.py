@@ -143,6 +143,7 @@ def _bind_constants(launches: list, examples: tuple, constants: tuple[int, ...])
                 launch.dims[d] = int(examples[-value - 1])
             elif value < 0:
                 launch.dims[d] = -kept[-value - 1] - 1
+        launch.pinned = [(kept[arg], v) for arg, v in launch.pinned if arg not in constants]
         for m in launch.maps:
             if m.arg in constants:
                 raise ValueError(f"argument #{m.arg} is a tensor; only scalars can be constants")
@@ -201,5 +202,6 @@ def bound(
     dims = [[*launch.dims, launch.smem, *launch.cluster] for launch in launches]
     params = [[word for pair in launch.params for word in pair] for launch in launches]
     maps = [[word for m in launch.maps for word in m.words()] for launch in launches]
+    pinned = [word for launch in launches for pair in launch.pinned for word in pair]
     name = launches[0].kernel
-    return library().bind(name, len(kept), words, kernels, dims, params, maps, dry)
+    return library().bind(name, len(kept), words, kernels, dims, params, maps, pinned, dry)

@@ -105,6 +105,9 @@ class Launch:
     smem: int = 0  # dynamic shared memory bytes
     cluster: list[int] = field(default_factory=lambda: [1, 1, 1])
     maps: list[TensorMap] = field(default_factory=list)  # TENSOR_MAP params index these
+    # int arguments folded into constants (a grid from a size argument): (argument, value),
+    # which each call must pass again
+    pinned: list[tuple[int, int]] = field(default_factory=list)
 
 
 def _op(node: Any) -> str:
@@ -117,10 +120,19 @@ def _dtype(node: Any) -> str:
 
 class _Evaluator:
     """Evaluates host expressions for example arguments: ("const", v), ("arg", i) (packed
-    argument i), ("ptr", i) (tensor i's data), ("shape", i), ("scalar", i, dtype)."""
+    argument i), ("ptr", i) (tensor i's data), ("shape", i), ("scalar", i, dtype). An int
+    scalar inside arithmetic takes its example value and is recorded in ``pinned``."""
 
     def __init__(self, binds: dict, args_var: Any, examples: tuple):
         self.binds, self.args_var, self.examples = binds, args_var, examples
+        self.pinned: dict[int, int] = {}
+
+    def _const(self, v: tuple) -> tuple:
+        """``v`` as a constant: an int scalar argument pinned to its example value."""
+        if v[0] == "scalar" and v[2] in _CONST_KINDS and isinstance(self.examples[v[1]], int):
+            self.pinned[v[1]] = self.examples[v[1]]
+            return ("const", self.examples[v[1]])
+        return v
 
     def __call__(self, e: Any) -> tuple:
         kind = type(e).__name__
@@ -146,7 +158,7 @@ class _Evaluator:
                 return ("scalar", a[1], _dtype(e))
             raise Unsupported(f"select of {a}, {b}")
         if kind in _ARITH:
-            a, b = self(e.a), self(e.b)
+            a, b = self._const(self(e.a)), self._const(self(e.b))
             if a[0] == b[0] == "const":
                 return ("const", _ARITH[kind](a[1], b[1]))
             raise Unsupported(f"{kind} of {a}, {b}")
@@ -249,8 +261,13 @@ def launch_spec(host: Any, examples: tuple) -> list[Launch] | None:
     call's arguments in order: tensors with ``.shape``, scalars), or ``None``."""
     try:
         binds, calls, encodes = _walk(host)
-        evaluate = _Evaluator(binds, host.params[1], examples)
-        return [_launch(call, evaluate, encodes) for call in calls] or None
+        launches = []
+        for call in calls:
+            evaluate = _Evaluator(binds, host.params[1], examples)
+            launch = _launch(call, evaluate, encodes)
+            launch.pinned = sorted(evaluate.pinned.items())
+            launches.append(launch)
+        return launches or None
     except Unsupported:
         return None
 
@@ -267,6 +284,8 @@ def _launch(call: Any, evaluate: _Evaluator, encodes: dict) -> Launch:
     launch = Launch(str(name), [])
     for field_name, e in zip(fields, values):
         v = evaluate(e)
+        if field_name not in _DIMS:
+            v = evaluate._const(v)
         if field_name in _DIMS and v[0] == "scalar" and v[2] in ("int32", "int64"):
             launch.dims.append(-(v[1] + 1))
         elif v[0] != "const":
@@ -307,7 +326,7 @@ def _tensor_map(encode: Any, evaluate: _Evaluator) -> TensorMap:
         raise Unsupported(f"a TMA descriptor of {address}")
     numbers = []
     for e in args[2:]:
-        v = evaluate(e)
+        v = evaluate._const(evaluate(e))
         if v[0] != "const":
             raise Unsupported(f"a TMA descriptor operand {e}: {v}")
         numbers.append(v[1])
