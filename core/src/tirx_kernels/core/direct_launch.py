@@ -168,7 +168,8 @@ def bound(
     executable: Any, *examples: Any, constants: tuple[int, ...] = (), dry: bool = False
 ) -> Callable | None:
     """A launcher taking the arguments of ``executable``'s host function, bound to the shapes,
-    dtypes, alignment and device of ``examples`` (scalars may change per call), or ``None``
+    dtypes, alignment and device of ``examples`` (scalars may change per call, except the int
+    ones a launch dimension is computed from, which are pinned), or ``None``
     where the host code does what this launcher does not (see :mod:`.launch_spec`) or the
     module cannot be built. ``constants``: indices of scalar arguments baked in with their
     example values; the launcher then takes the other arguments only. ``dry``: check and
