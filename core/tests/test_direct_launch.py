@@ -18,61 +18,25 @@ GPU = toolchain.gpu_arch() == "sm_90a"
 needs_gpu = pytest.mark.skipif(not GPU, reason="needs an sm_90a GPU")
 
 
-def _axpy(grid_from_argument: bool):
-    """y += alpha * x over n elements, 32 threads a block; the grid is ceil(n / 32) or the
-    argument ``blocks``."""
+def _axpy(grid_of, threads: int = 32):
+    """y += alpha * x over n elements, ``threads`` a block, ``grid_of(n, blocks)`` blocks (an
+    expression of the shape, of the int argument ``blocks``, or of both)."""
     T = toolchain.T
     n = T.dynamic("n")
-    if grid_from_argument:
-
-        @T.function
-        def axpy(
-            x: T.Tensor((n,), "float32", data_alignment=16),
-            y: T.Tensor((n,), "float32", data_alignment=16),
-            alpha: T.float32,
-            blocks: T.int32,
-        ):
-            T.device_entry(launch=T.cuda.LaunchConfig(grid=blocks, block=32))
-            i = T.cuda.block_idx("x") * 32 + T.cuda.thread_idx("x")
-            if i < n:
-                y[i] = y[i] + alpha * x[i]
-
-        return axpy
 
     @T.function
-    def axpy_fixed(
+    def axpy(
         x: T.Tensor((n,), "float32", data_alignment=16),
         y: T.Tensor((n,), "float32", data_alignment=16),
         alpha: T.float32,
         blocks: T.int32,
     ):
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=(n + 31) // 32, block=32))
-        i = T.cuda.block_idx("x") * 32 + T.cuda.thread_idx("x")
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=grid_of(n, blocks), block=threads))
+        i = T.cuda.block_idx("x") * threads + T.cuda.thread_idx("x")
         if i < n:
             y[i] = y[i] + alpha * x[i]
 
-    return axpy_fixed
-
-
-def _axpy_in_pairs():
-    """:func:`_axpy` with a grid of ``(blocks + 1) // 2`` blocks of 64 threads: a launch
-    dimension computed from an int argument."""
-    T = toolchain.T
-    n = T.dynamic("n")
-
-    @T.function
-    def axpy_pairs(
-        x: T.Tensor((n,), "float32", data_alignment=16),
-        y: T.Tensor((n,), "float32", data_alignment=16),
-        alpha: T.float32,
-        blocks: T.int32,
-    ):
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=(blocks + 1) // 2, block=64))
-        i = T.cuda.block_idx("x") * 64 + T.cuda.thread_idx("x")
-        if i < n:
-            y[i] = y[i] + alpha * x[i]
-
-    return axpy_pairs
+    return axpy
 
 
 def _f32(word: int) -> float:
@@ -81,12 +45,12 @@ def _f32(word: int) -> float:
 
 @pytest.fixture(scope="module")
 def fixed():
-    return toolchain.compile(_axpy(False))
+    return toolchain.compile(_axpy(lambda n, blocks: (n + 31) // 32))
 
 
 @pytest.fixture(scope="module")
 def from_argument():
-    return toolchain.compile(_axpy(True))
+    return toolchain.compile(_axpy(lambda n, blocks: blocks))
 
 
 def test_the_spec_makes_each_parameter_from_the_arguments(fixed):
@@ -94,7 +58,7 @@ def test_the_spec_makes_each_parameter_from_the_arguments(fixed):
     (launch,) = launch_spec.launch_spec(toolchain.host_code(fixed), (x, y, 2.0, 5))
     assert launch.dims == [4, 1, 1, 32, 1, 1]  # ceil(100 / 32) blocks, for this n
     # the kernel's own parameter list decides the order; each kind matches its C type
-    signature = toolchain.cuda_source(fixed).split("axpy_fixed_kernel(")[1].split(")")[0]
+    signature = toolchain.cuda_source(fixed).split("axpy_kernel(")[1].split(")")[0]
     c_types = [p.strip().rsplit(" ", 1)[0] for p in signature.split(",")]
     assert len(c_types) == len(launch.params)
     for c_type, (kind, value) in zip(c_types, launch.params):
@@ -135,7 +99,7 @@ def test_a_grid_taken_from_an_argument_is_read_per_call(from_argument):
 
 
 def test_an_argument_inside_a_launch_dimension_is_pinned_to_its_value():
-    kernel = toolchain.compile(_axpy_in_pairs())
+    kernel = toolchain.compile(_axpy(lambda n, blocks: (blocks + 1) // 2, threads=64))
     x, y = torch.zeros(640), torch.zeros(640)
     (spec,) = launch_spec.launch_spec(toolchain.host_code(kernel), (x, y, 1.0, 9))
     assert spec.dims == [5, 1, 1, 64, 1, 1] and spec.pinned == [(3, 9)]
