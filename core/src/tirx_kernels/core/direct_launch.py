@@ -2,8 +2,8 @@
 # SPDX-FileCopyrightText: Copyright TIRx authors
 """Launch a compiled TIRx kernel for one call shape without TVM's CUDA-module launcher.
 
-An eager call of a small kernel costs the host about 5 µs through the generated host
-function, most of it TVM's CUDA-module launcher (packages/tirx-kernels-flashinfer/docs/
+Most of the host time of an eager call of a small kernel through the generated host
+function is TVM's CUDA-module launcher (measured in packages/tirx-kernels-flashinfer/docs/
 overhead.md). :func:`bound` returns a launcher with the host function's arguments, bound to
 the shapes, dtypes and device of example arguments: ``direct_launch.cc`` (a tvm-ffi module
 compiled once per machine) makes the host function's checks (dtype, shape, compact strides,

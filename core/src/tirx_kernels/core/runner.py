@@ -9,8 +9,8 @@ crashed (ERROR); a run past its deadline is killed with its whole process group 
 The child dies with this process (:mod:`.lifeline`), so no worker outlives its runner.
 
 :class:`WorkerPool` runs configs in warm workers instead (``worker --serve``): a worker
-takes one config after another, so the imports and CUDA set-up (several seconds of a bench
-config's dozen) are paid once; a worker is retired after any config that does not PASS or
+takes one config after another, so the imports and CUDA set-up (about half of a bench
+config's time; README) are paid once; a worker is retired after any config that does not PASS or
 SKIP, and a crash or timeout still costs only its config.
 """
 

@@ -3,7 +3,7 @@
 """FlashInfer's FA3 backend as a timed reference of the attention benches (issue #23):
 ``single_prefill_with_kv_cache`` for one sequence, the ragged batch prefill wrapper for a
 batch or packed sequences. Each builder sets its call up (and JIT-builds FlashInfer's
-module, about 75 s per head dim the first time; cached under ``FLASHINFER_WORKSPACE_BASE``)
+module per head dim the first time, slowly; cached under ``FLASHINFER_WORKSPACE_BASE``)
 and returns a launch. Imported only where FlashInfer is installed."""
 
 from __future__ import annotations
