@@ -89,7 +89,9 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
         return base, acc_o, (acc_s, pa)
 
     @T.inline
-    def block_step(KC, BT, NT, scale_log2, req, blk, hi, seqlen, stage, thread, rows, base, tiles):
+    def block_step(
+        KC, BT, NT, scale_log2, req, blk, lo, hi, seqlen, stage, thread, rows, base, tiles
+    ):
         tid, wg, lane, r0, c0 = thread
         m, lsum, corr, lim, acc_o = rows
         acc_s, pa = tiles
@@ -127,7 +129,9 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
     )
 
 
-def split_kv_kernel(name, dtype, h_q, s_q, causal, smem, alloc_tiles, block_step, request_end):
+def split_kv_kernel(
+    name, dtype, h_q, s_q, causal, smem, alloc_tiles, block_step, request_end, request_start=None
+):
     """The split-KV decode PrimFunc ``name`` (``smem`` bytes of dynamic shared memory): what
     every variant shares -- the signature (batch, page count, table width, scheduler parts
     and split count dynamic; the softmax scale an argument), the grid, the walk over the
@@ -136,8 +140,11 @@ def split_kv_kernel(name, dtype, h_q, s_q, causal, smem, alloc_tiles, block_step
     flight) and the epilogue. The variant's ``T.inline`` helpers emit the rest:
     ``alloc_tiles()`` -> ``(base, acc_o, tiles)`` (the shared arena's address, the O
     accumulator and its own buffers), ``block_step(...)`` one 64-token block (the wait for
-    its page, the next page's load, S, softmax, P V) and ``request_end(thread, rows, tiles)``
-    what comes before a request's epilogue."""
+    its page, the next page's load, S, softmax, P V), ``request_end(thread, rows, tiles)``
+    what comes before a request's epilogue and ``request_start(Q, KC, BT, NT, req, lo, mt,
+    seqlen, base, tid, R, tiles)`` the loads of Q and the first page of a request with
+    blocks (default: :func:`cp_async_request_start`)."""
+    request_start = request_start or cp_async_request_start
     causal = bool(causal) and s_q > 1
     R = s_q * h_q
     mtiles = -(-R // BM)
@@ -191,9 +198,7 @@ def split_kv_kernel(name, dtype, h_q, s_q, causal, smem, alloc_tiles, block_step
             _reset_rows(m, lsum, lim, acc_o, mt, r0, seqlen, R, s_q, h_q, causal)
             T.cuda.cta_sync()  # the previous request's wgmmas (and exchanges) are done
             if lo < hi:
-                _load_q(Q, req, mt, base, tid, R)
-                _load_page(KC, BT, req, lo, seqlen, NT, base + T.uint32(TILE_BYTES), tid)
-                T.ptx.cp.async_.commit_group()
+                request_start(Q, KC, BT, NT, req, lo, mt, seqlen, base, tid, R, tiles)
             for blk in T.serial(lo, hi):
                 stage = (blk - lo) % STAGES
                 block_step(
@@ -203,6 +208,7 @@ def split_kv_kernel(name, dtype, h_q, s_q, causal, smem, alloc_tiles, block_step
                     scale_log2,
                     req,
                     blk,
+                    lo,
                     hi,
                     seqlen,
                     stage,
@@ -221,6 +227,15 @@ def split_kv_kernel(name, dtype, h_q, s_q, causal, smem, alloc_tiles, block_step
 @T.inline
 def _no_request_end(thread, rows, tiles):
     """v1 has nothing to do before a request's epilogue."""
+
+
+@T.inline
+def cp_async_request_start(Q, KC, BT, NT, req, lo, mt, seqlen, base, tid, R, tiles):
+    """Q and the request's first page into stage 0, one cp.async group (waited for by the
+    first block)."""
+    _load_q(Q, req, mt, base, tid, R)
+    _load_page(KC, BT, req, lo, seqlen, NT, base + T.uint32(TILE_BYTES), tid)
+    T.ptx.cp.async_.commit_group()
 
 
 def _qk(op, acc, acc_len, dq, dk):

@@ -32,6 +32,9 @@ Per 64-token block, warpgroup ``w``:
 before waiting for the current page (v2 waits first, then issues): with only two KV stages
 this is the overlap that fits, two pages in flight during the wait instead of one, for one
 more CTA barrier per block (the stage it overwrites must be free of the previous P V).
+"v4" (``make_decode_v4``) loads the pages by TMA (:mod:`._mla_pages_tma_tirx`): the next
+page is issued by one thread after the block's first CTA barrier and before the wait on
+this page's mbarrier, so two pages are in flight without v3's extra barrier.
 
 Shared memory: Q (72 KiB) + 2 KV stages (144 KiB) + the P tile (8 KiB), dynamic; row maxima
 and partial sums (512 B; ptxas reserves 1 KiB) static: 225 KiB of the 227 KiB an sm_90 CTA
@@ -54,6 +57,7 @@ from ._mla_decode_tirx import (
     STAGES,
     TILE_BYTES,
     _load_page,
+    _load_q,
     _mask_scores,
     _mma_rs,
     _qk,
@@ -63,6 +67,7 @@ from ._mla_decode_tirx import (
     split_kv_kernel,
     wgmma_ops,
 )
+from ._mla_pages_tma_tirx import TmaPages
 
 P_OFF = TILE_BYTES * (1 + STAGES)  # the P tile, after Q and the KV stages (1 KiB aligned)
 P_BYTES = BM * PAGE * 2
@@ -75,18 +80,26 @@ HALF_BYTES = HALF_N * 128  # byte offset of token row 32 within each 64-row atom
 def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
     """v2 split-KV decode PrimFunc for one (dtype, h_q, s_q, causal); the same signature and
     outputs as :func:`._mla_decode_tirx.make_decode`."""
-    return _make(dtype, h_q, s_q, causal, early_load=False)
+    return _make(dtype, h_q, s_q, causal, pages="cp_async")
 
 
 @functools.cache
 def make_decode_v3(dtype="bfloat16", h_q=128, s_q=1, causal=False):
     """v3: v2 with the next page's load issued before waiting for the current page (two
     pages in flight while a block waits, one extra CTA barrier per block)."""
-    return _make(dtype, h_q, s_q, causal, early_load=True)
+    return _make(dtype, h_q, s_q, causal, pages="cp_async_early")
 
 
-def _make(dtype, h_q, s_q, causal, early_load):
+@functools.cache
+def make_decode_v4(dtype="bfloat16", h_q=128, s_q=1, causal=False):
+    """v4: v2 with the KV pages loaded by TMA (:mod:`._mla_pages_tma_tirx`), the next page
+    issued by one thread before waiting for the current one on its mbarrier."""
+    return _make(dtype, h_q, s_q, causal, pages="tma")
+
+
+def _make(dtype, h_q, s_q, causal, pages):
     check_static(dtype, h_q, s_q)
+    tma = pages == "tma"
     cvt, mma_s, mma_o = wgmma_ops(dtype, HALF_N)
 
     @T.inline
@@ -97,15 +110,41 @@ def _make(dtype, h_q, s_q, causal, early_load):
         acc_s = T.alloc_local((HALF_N // 2,), "float32")
         acc_o = T.alloc_local((128,), "float32")
         pa = T.alloc_local((HALF_N // 4,), "uint32")
-        return base, acc_o, (arena, xch, acc_s, pa)
+        loads = TmaPages(arena, dtype) if tma else None  # an expression: no new scope
+        if T.constexpr(tma):
+            loads.init(T.cuda.thread_idx("x"))
+        return base, acc_o, (arena, xch, acc_s, pa, loads)
 
     @T.inline
-    def block_step(KC, BT, NT, scale_log2, req, blk, hi, seqlen, stage, thread, rows, base, tiles):
+    def tma_request_start(Q, KC, BT, NT, req, lo, mt, seqlen, base, tid, R, tiles):
+        """Q by cp.async, landed and fenced here (the first block's CTA barrier publishes
+        it; that block issues the request's first two pages)."""
+        _load_q(Q, req, mt, base, tid, R)
+        T.ptx.cp.async_.commit_group()
+        T.ptx["cp.async.wait_group"](0)
+        T.ptx.fence.proxy.async_.shared__cta()  # cp.async writes -> wgmma reads
+
+    @T.inline
+    def block_step(
+        KC, BT, NT, scale_log2, req, blk, lo, hi, seqlen, stage, thread, rows, base, tiles
+    ):
         tid, wg, lane, r0, c0 = thread
         m, lsum, corr, lim, acc_o = rows
-        arena, xch, acc_s, pa = tiles
+        arena, xch, acc_s, pa, loads = tiles
         nxt = base + T.cast(TILE_BYTES * (1 + (1 - stage)), "uint32")
-        if T.constexpr(early_load):
+        if T.constexpr(tma):
+            # the other stage is free once both warpgroups' P V of the previous block is
+            # done (barrier): its next page goes out before this one is waited for (the
+            # first block of a request issues its own page too; one issue site, as TIRx
+            # declares a TMA box's descriptor where it is first used)
+            T.cuda.cta_sync()
+            if tid == 0:
+                for nb in T.serial(T.if_then_else(blk == lo, blk, blk + 1), T.min(blk + 2, hi)):
+                    loads.issue(KC, BT, NT, req, nb, (nb - lo) % STAGES)
+            loads.wait(stage)
+            if seqlen - blk * PAGE < PAGE:
+                loads.zero_tail(stage, seqlen - blk * PAGE, tid)
+        elif T.constexpr(pages == "cp_async_early"):
             # v3: the other stage is free once both warpgroups' P V of the previous
             # block is done (barrier); load the next page before waiting for this one
             T.cuda.cta_sync()
@@ -166,7 +205,7 @@ def _make(dtype, h_q, s_q, causal, early_load):
         """l = the two halves' partial sums, before the epilogue (O / l and lse)."""
         tid, wg, lane, r0, c0 = thread
         m, lsum, corr, lim, acc_o = rows
-        arena, xch, acc_s, pa = tiles
+        arena, xch, acc_s, pa, loads = tiles
         for h in T.unroll(2):
             if lane % 4 == 0:
                 xch[wg * BM + r0 + 8 * h] = lsum[h]
@@ -175,7 +214,16 @@ def _make(dtype, h_q, s_q, causal, early_load):
             lsum[h] = lsum[h] + xch[(1 - wg) * BM + r0 + 8 * h]
 
     return split_kv_kernel(
-        "mla_decode_v2", dtype, h_q, s_q, causal, SMEM, alloc_tiles, block_step, request_end
+        "mla_decode_v2",
+        dtype,
+        h_q,
+        s_q,
+        causal,
+        SMEM,
+        alloc_tiles,
+        block_step,
+        request_end,
+        tma_request_start if tma else None,
     )
 
 

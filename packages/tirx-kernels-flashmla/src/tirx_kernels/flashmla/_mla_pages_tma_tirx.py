@@ -1,0 +1,84 @@
+# This file is a TIRx port of code from FlashMLA
+# (https://github.com/deepseek-ai/FlashMLA @ 9241ae3ef9bac614dd25e45e507e089f888280e0),
+# Copyright (c) 2025 DeepSeek.
+# SPDX-License-Identifier: Apache-2.0 AND MIT
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""KV pages by TMA for the split-KV decode ("v4"): what replaces the cp.async page loads.
+
+Port of the page loads of FlashMLA's sm90 dense decode
+(``csrc/sm90/decode/dense/splitkv_mla.cuh``: ``launch_kv_tiles_copy_tma``, one TMA box per
+64-column tile of a page completing on an mbarrier, and ``fill_oob_V``, which zeroes the V
+rows of tokens past the sequence end: stale cache rows may hold NaN, and ``0 * NaN`` would
+reach O). Here
+one thread issues the nine ``[64, 64]`` 128B-swizzled boxes of a page (the tile format of
+:mod:`._mla_decode_tirx`) on the stage's mbarrier; every thread waits on it. A block-table
+entry outside the cache loads from row ``NT`` (past the tensor: TMA zero-fills the whole
+page, so nothing is read out of bounds; its tokens are masked as before).
+"""
+
+from __future__ import annotations
+
+from tirx_kernels.core.sm90 import dsl
+from tirx_kernels.core.sm90.layouts import Swizzle
+from tirx_kernels.core.toolchain import T
+
+from ._mla_decode_tirx import BM, D_QK, PAGE, STAGES, THREADS, TILE_BYTES, _swz, page_ok
+
+_CHUNKS_V = 512 * 2 // 16  # 16-byte chunks of a token's V (dims 0..511): 64
+_ZERO_STEPS = PAGE * _CHUNKS_V // THREADS
+
+
+class TmaPages:
+    """The full mbarriers of the KV stages and this thread's wait phase of each (one bit per
+    stage, carried across requests: a stage's barrier completes once per page it holds)."""
+
+    def __init__(self, arena, dtype: str):
+        self.arena = arena
+        self.dtype = dtype
+        self.full = T.bind_(T.alloc_shared((STAGES,), "uint64", align=8))
+        self.phases = T.bind_(T.local_scalar("uint32"))
+
+    @T.inline
+    def init(self, tid):
+        """Thread 0 initializes the barriers; every thread waits for that (CTA barrier)."""
+        if tid == 0:
+            for s in T.unroll(STAGES):
+                T.ptx.mbarrier.init.shared.b64(self.full.ptr_to([s]), T.uint32(1))
+            T.ptx.fence.proxy.async_.shared__cta()  # visible to TMA's complete_tx
+        self.phases = T.uint32(0)
+        T.cuda.cta_sync()
+
+    @T.inline
+    def issue(self, KC, BT, NT, req, blk, stage):
+        """(One thread.) Page ``BT[req, blk]`` into KV stage ``stage``: nine boxes on its
+        barrier, ``TILE_BYTES`` expected (out-of-bounds rows count as transferred)."""
+        entry = BT[req, blk]
+        row = T.if_then_else(page_ok(entry, NT), T.cast(entry, "int64") * PAGE, NT)
+        bar = self.full.ptr_to([stage])
+        T.ptx.mbarrier.arrive.expect_tx.shared.b64(bar, T.uint32(TILE_BYTES))
+        offset = TILE_BYTES * (1 + stage)
+        for j in range(D_QK // 64):
+            view = dsl.smem_view(
+                self.arena, offset + j * BM * 128, (PAGE, 64), self.dtype, Swizzle.B128
+            )
+            dsl.tma_load_tile(view, KC, bar, (T.cast(row, "int32"), 64 * j), Swizzle.B128)
+
+    @T.inline
+    def wait(self, stage):
+        """Wait until the page of ``stage`` has landed (then readable by every proxy)."""
+        T.cuda.mbarrier_wait(self.full.ptr_to([stage]), (self.phases >> stage) & T.uint32(1))
+        self.phases = self.phases ^ (T.uint32(1) << T.cast(stage, "uint32"))
+
+    @T.inline
+    def zero_tail(self, stage, valid, tid):
+        """Zero the V dims (0..511) of rows ``valid..63`` of ``stage`` (tokens past the
+        sequence end), then make the stores visible to wgmma (all threads; CTA barrier)."""
+        for it in T.unroll(_ZERO_STEPS):
+            idx = it * THREADS + tid
+            row = idx // _CHUNKS_V
+            if row >= valid:
+                word = (TILE_BYTES * (1 + stage) + _swz(row, idx % _CHUNKS_V)) // 4
+                for w in T.unroll(4):
+                    self.arena[word + w] = T.uint32(0)
+        T.ptx.fence.proxy.async_.shared__cta()  # generic stores -> wgmma (and TMA) reads
+        T.cuda.cta_sync()
