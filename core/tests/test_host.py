@@ -91,3 +91,26 @@ def test_plain_call_needs_the_first_tensor_on_cuda_and_plain_others(monkeypatch)
     assert not host.plain_call(x, x, x.as_subclass(Sub))
     assert not host.plain_call(x, None)
     assert not host.plain_call(x.as_subclass(Sub), x)
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_bound_on_first_call_binds_once_to_the_first_arguments(direct, monkeypatch):
+    binds, mains, launches = [], [], []
+
+    def direct_launcher(executable, *args):
+        binds.append(args)
+        return (lambda *args: launches.append(("direct", args))) if direct else None
+
+    def main_of(executable):
+        mains.append(executable)
+        return lambda *args: launches.append(("main", args))
+
+    monkeypatch.setattr(host, "direct_launcher", direct_launcher)
+    monkeypatch.setattr(host, "main_of", main_of)
+    launch = host.bound_on_first_call("kernel")
+    assert not binds  # nothing is bound before a call
+    launch(1, 2.0)
+    launch(1, 3.0)
+    path = "direct" if direct else "main"
+    assert binds == [(1, 2.0)] and mains == ([] if direct else ["kernel"])
+    assert launches == [(path, (1, 2.0)), (path, (1, 3.0))]

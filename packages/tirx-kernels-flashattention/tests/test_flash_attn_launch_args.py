@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tirx_kernels.core import testing
+from tirx_kernels.core import host, testing
 from tirx_kernels.flashattention import attention, flash_attn_func, flash_attn_varlen_func
 from tirx_kernels.flashattention._attention_schedule import HEAD_DIMS
 from tirx_kernels.flashattention._attention_tirx import make_flash_fwd, make_flash_fwd_varlen
@@ -19,7 +19,7 @@ def _stand_in(monkeypatch, compiled):
     """``compiled`` in place of the kernel factory, its launchers as the kernels' ``main``,
     and no plan of another test's stand-in (the op caches one per call signature)."""
     monkeypatch.setattr(attention, "compiled", compiled)
-    monkeypatch.setattr(attention, "_main_of", lambda kernel: kernel)
+    monkeypatch.setattr(host, "main_of", lambda kernel: kernel)
     monkeypatch.setattr(attention, "_PLANS", {})
 
 
@@ -133,6 +133,25 @@ def test_eager_calls_on_plain_cuda_tensors_skip_the_op(launched, monkeypatch):
     assert len(launched) == 1 and out.shape == q.shape and lse.shape == (1, 2, 9)
     with pytest.raises(ValueError, match="k, v: dtype must equal"):  # checked on this path too
         flash_attn_func(q, q.bfloat16(), q.bfloat16())
+
+
+def test_a_plan_binds_the_direct_launcher_to_its_first_call(launched, monkeypatch):
+    binds, calls = [], []
+
+    def direct_launcher(kernel, *args):
+        binds.append(args)
+        return lambda *args: calls.append(args)
+
+    monkeypatch.setattr(host, "direct_launcher", direct_launcher)
+    monkeypatch.setattr(attention, "_direct", lambda q, k, v: True)  # as for plain CUDA ones
+    q = torch.zeros(2, 131, 8, 128, dtype=torch.float16)
+    k = torch.zeros(2, 77, 2, 128, dtype=torch.float16)
+    for scale in (0.1, 0.2):
+        flash_attn_func(q, k, k, softmax_scale=scale)
+    (args,) = binds  # once per call signature
+    assert args[5:] == (2, 131, 77, 0.1)  # batch, seqlen_q, seqlen_k, scale
+    assert [c[5:] for c in calls] == [(2, 131, 77, 0.1), (2, 131, 77, 0.2)]
+    assert calls[0][0].shape == (2 * 131, 8 * 128) and not launched
 
 
 @pytest.mark.parametrize(

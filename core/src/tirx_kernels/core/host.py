@@ -84,6 +84,23 @@ def direct_launcher(
     return direct_launch.bound(executable, *examples, constants=constants)
 
 
+def bound_on_first_call(executable: Any) -> Callable:
+    """``f(*args)`` launching ``executable`` with its host function's arguments: from the first
+    call on through :func:`direct_launcher` bound to that call's arguments where it applies
+    (a later call that differs from them raises ValueError or TypeError before any launch, as
+    the host function would), else through its ``main``. For plans, whose call signature
+    fixes what the launcher checks."""
+    launch = None
+
+    def first(*args: Any) -> Any:
+        nonlocal launch
+        if launch is None:
+            launch = direct_launcher(executable, *args) or main_of(executable)
+        return launch(*args)
+
+    return first
+
+
 def kernel_checked(plan: Callable) -> Callable:
     """Mark ``plan`` as one launch of a kernel on the caller's tensors as they are, which that
     kernel's host function checks in full: :func:`run` may reuse it on a coarser key."""

@@ -173,7 +173,7 @@ def _resolve(d, a, sfa, b, sfb) -> Callable:
         basic = host.main_of(compiled_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms())))
         return lambda d, a, sfa, b, sfb: basic(a, b, _sfa_mn_major(sfa), sfb.contiguous(), d)
     bm, bn, cluster = pick_layout(M, N, K, num_sms(), multicast())
-    kernel = host.main_of(compiled_gemm_1d2d("normal", N, K, bm, bn, cluster=cluster))
+    kernel = host.bound_on_first_call(compiled_gemm_1d2d("normal", N, K, bm, bn, cluster=cluster))
     index = no_index(a.device)
     return lambda d, a, sfa, b, sfb: kernel(a, b, _sfa_mn_major(sfa), sfb.contiguous(), d, index)
 

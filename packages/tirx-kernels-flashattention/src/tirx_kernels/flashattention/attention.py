@@ -85,7 +85,6 @@ _PLANS: dict = {}
 _LAYOUT = "batch, seqlen, heads, head_dim"
 _VARLEN_LAYOUT = "total, heads, head_dim"
 _sig = host.signature
-_main_of = host.main_of
 
 
 def _plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> Callable:
@@ -105,7 +104,7 @@ def _resolve(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) ->
     if seqlen_k == 0:
         return lambda out, lse, q, k, v, scale: _empty_keys(out, lse)
     kernel, schedule = _kernel(False, q, v, causal)
-    fn = _main_of(kernel)
+    fn = host.bound_on_first_call(kernel)
     sizes = (batch, seqlen_q, seqlen_k)
     columns = _columns(q, k, v)
     counted = needs_counter(schedule, causal, False)  # the dynamic walk's zeroed tile counter
@@ -138,7 +137,7 @@ def _resolve_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, causal: bool) -> Callab
                 _empty_keys(out, lse)
 
         return no_keys
-    fn = _main_of(_kernel(True, q, v, causal)[0])  # the varlen walk takes no tile counter
+    fn = host.main_of(_kernel(True, q, v, causal)[0])  # the varlen walk takes no tile counter
     columns = _columns(q, k, v)
 
     def launch(out, lse, q, k, v, cu_q, cu_k, max_seqlen_q, scale):
