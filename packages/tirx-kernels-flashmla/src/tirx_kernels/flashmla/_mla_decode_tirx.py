@@ -23,10 +23,13 @@ accumulates half of ``O = P V`` (64 x 256 fp32 per warpgroup) with ``wgmma m64n2
 A (P, bf16/fp16) comes from registers and whose B is the same shared K tile read
 MN-major (V = K[:, :512]: the transpose bit, LBO = 8 KiB between 64-column atoms,
 SBO = 1 KiB between 8-token groups). Each (request, split) writes ``O / l`` in fp32 and
-``lse = ln(sum exp)`` of its rows to ``OACC[split]`` / ``LACC[split]``.
+``lse = ln(sum exp)`` of its rows to ``OACC[split]`` / ``LACC[split]``; a request of one
+split writes ``out`` and ``lse`` itself (``csrc/sm90/decode/dense/splitkv_mla.cuh``'s
+``is_no_split`` path).
 
 ``make_combine`` -- one CTA of 128 threads per (request, query row): merges the request's
-splits ``NSPL[b] .. NSPL[b + 1]`` with log-sum-exp weights into ``out`` and ``lse``.
+splits ``NSPL[b] .. NSPL[b + 1]`` with log-sum-exp weights into ``out`` and ``lse``, and skips
+a request of one split.
 """
 
 from __future__ import annotations
@@ -166,6 +169,8 @@ def split_kv_kernel(
         NSPL: T.Tensor((B1,), "int32", align=4),
         OACC: T.Tensor((TOT, R, D_V), f32),
         LACC: T.Tensor((TOT, R), f32),
+        OUT: T.Tensor((B, R, D_V), dtype),
+        LSE: T.Tensor((B, R), f32),
         scale_log2: T.float32,
     ):
         T.func_attr({"tirx.noalias": True})
@@ -218,8 +223,11 @@ def split_kv_kernel(
                     tiles,
                 )
             request_end((tid, wg, lane, r0, c0), (m, lsum, corr, lim, acc_o), tiles)
-            # epilogue: O / l and lse of this (request, split)
-            _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT)
+            # epilogue: O / l and lse of this (request, split), or of the request itself
+            # when it has only this split (upstream's is_no_split: the combine skips it)
+            unsplit = NSPL[req + 1] - NSPL[req] == 1
+            _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT, unsplit)
+            _store_request(OUT, LSE, acc_o, m, lsum, req, mt, r0, c0, wg, lane, R, unsplit)
 
     return mla_decode.with_attr("global_symbol", name)
 
@@ -364,13 +372,13 @@ def _softmax_step(acc_s, tokens, m, lsum, corr, h, mx):
 
 
 @T.inline
-def _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT):
+def _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT, unsplit):
     """O / l of this thread's rows (its warpgroup's 256 columns) and their lse (natural log)
-    into ``OACC[split]`` / ``LACC[split]``; rows past R and splits outside the accumulators
-    are not stored (a device-side guard)."""
+    into ``OACC[split]`` / ``LACC[split]`` unless the request is ``unsplit``; rows past R and
+    splits outside the accumulators are not stored (a device-side guard)."""
     for h in T.unroll(2):
         row = mt * BM + r0 + 8 * h
-        if T.And(row < R, T.And(split >= 0, split < TOT)):
+        if T.And(T.And(row < R, T.Not(unsplit)), T.And(split >= 0, split < TOT)):
             empty = lsum[h] == T.float32(0)
             inv = T.if_then_else(empty, T.float32(0), T.float32(1) / lsum[h])
             for j in T.unroll(32):
@@ -381,6 +389,30 @@ def _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT
                     LACC[split, row] = T.if_then_else(
                         empty,
                         T.float32(-math.inf),
+                        m[h] * T.float32(LN2) + T.log(lsum[h]),
+                    )
+
+
+@T.inline
+def _store_request(OUT, LSE, acc_o, m, lsum, req, mt, r0, c0, wg, lane, R, unsplit):
+    """For an ``unsplit`` request, what the combine makes of one split, written here: O / l
+    rounded once to the output dtype and lse (natural log); a row with nothing to attend
+    gets 0 and +inf, as from the combine."""
+    for h in T.unroll(2):
+        row = mt * BM + r0 + 8 * h
+        if T.And(row < R, unsplit):
+            empty = lsum[h] == T.float32(0)
+            inv = T.if_then_else(empty, T.float32(0), T.float32(1) / lsum[h])
+            for j in T.unroll(32):
+                for e in T.unroll(2):
+                    OUT[req, row, wg * 256 + 8 * j + c0 + e] = T.cast(
+                        acc_o[4 * j + 2 * h + e] * inv, OUT.dtype
+                    )
+            if wg == 0:
+                if lane % 4 == 0:
+                    LSE[req, row] = T.if_then_else(
+                        empty,
+                        T.float32(math.inf),
                         m[h] * T.float32(LN2) + T.log(lsum[h]),
                     )
 
@@ -453,30 +485,32 @@ def make_combine(dtype="bfloat16", h_q=128, s_q=1):
         tid = T.cuda.thread_idx("x")
         r = T.cuda.block_idx("x")
         b = T.cuda.block_idx("y")
-        first = T.min(T.max(NSPL[b], 0), TOT)  # device-side guard: splits of OACC only
-        last = T.min(T.max(NSPL[b + 1], first), TOT)
-        mx = T.local_scalar("float32")
-        mx = T.float32(-math.inf)
-        for s in T.serial(first, last):
-            mx = T.max(mx, LACC[s, r])
-        safe = T.if_then_else(mx == T.float32(-math.inf), T.float32(0), mx)
-        tot = T.local_scalar(f32)
-        tot = T.float32(0)
-        for s in T.serial(first, last):
-            tot = tot + T.exp(LACC[s, r] - safe)
-        empty = tot == T.float32(0)
-        lse = T.if_then_else(empty, T.float32(math.inf), safe + T.log(tot))
-        acc = T.alloc_local((per,), f32)
-        for v in T.unroll(per):
-            acc[v] = T.float32(0)
-        if not empty:
+        # a request of one split was written by the decode kernel (upstream skips it too)
+        if NSPL[b + 1] - NSPL[b] != 1:
+            first = T.min(T.max(NSPL[b], 0), TOT)  # device-side guard: splits of OACC only
+            last = T.min(T.max(NSPL[b + 1], first), TOT)
+            mx = T.local_scalar("float32")
+            mx = T.float32(-math.inf)
             for s in T.serial(first, last):
-                w = T.exp(LACC[s, r] - lse)
-                for v in T.unroll(per):
-                    acc[v] = acc[v] + w * OACC[s, r, v * 128 + tid]
-        for v in T.unroll(per):
-            OUT[b, r, v * 128 + tid] = T.cast(acc[v], dtype)
-        if tid == 0:
-            LSE[b, r] = lse
+                mx = T.max(mx, LACC[s, r])
+            safe = T.if_then_else(mx == T.float32(-math.inf), T.float32(0), mx)
+            tot = T.local_scalar(f32)
+            tot = T.float32(0)
+            for s in T.serial(first, last):
+                tot = tot + T.exp(LACC[s, r] - safe)
+            empty = tot == T.float32(0)
+            lse = T.if_then_else(empty, T.float32(math.inf), safe + T.log(tot))
+            acc = T.alloc_local((per,), f32)
+            for v in T.unroll(per):
+                acc[v] = T.float32(0)
+            if not empty:
+                for s in T.serial(first, last):
+                    w = T.exp(LACC[s, r] - lse)
+                    for v in T.unroll(per):
+                        acc[v] = acc[v] + w * OACC[s, r, v * 128 + tid]
+            for v in T.unroll(per):
+                OUT[b, r, v * 128 + tid] = T.cast(acc[v], dtype)
+            if tid == 0:
+                LSE[b, r] = lse
 
     return mla_combine

@@ -192,6 +192,8 @@ def launch(variant, outputs, inputs, softmax_scale, causal):
         num_splits,
         out_accum,
         lse_accum,
+        out.view(batch, rows, D_V),
+        lse.view(batch, rows),
         float(softmax_scale) * _LOG2E,
     )
     _combine_exec(dtype, h_q, s_q)(
