@@ -42,6 +42,28 @@ def test_implementations_are_timed_in_turns():
     assert turns == ["ours", "ref"] * 4  # the warm-up, then three rounds in turns
 
 
+def test_each_graph_is_warmed_up_before_the_timed_replays(monkeypatch):
+    replays: list[tuple[str, int]] = []
+    monkeypatch.setattr(overhead, "_captured", lambda call: call.__name__)
+    monkeypatch.setattr(
+        overhead, "_replay_round", lambda graph, n: replays.append((graph, n)) or 1.0
+    )
+
+    def ours():
+        pass
+
+    def ref():
+        pass
+
+    rows = overhead.measure({"ours": ours, "ref": ref}, rounds=2)
+    warm, timed = overhead.WARM_REPLAYS, overhead.CALLS
+    assert replays == [("ours", warm), ("ref", warm)] + [("ours", timed), ("ref", timed)] * 2
+    assert rows["ours"]["graph_replay_us"] == 1.0 and rows["ours"]["rounds"]["graph_replay_us"] == [
+        1.0,
+        1.0,
+    ]
+
+
 def test_a_call_failing_after_warm_up_keeps_the_others():
     state = {"n": 0}
 
