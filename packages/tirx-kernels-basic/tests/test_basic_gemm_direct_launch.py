@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""The GEMM kernel through the direct launcher's TMA path (``launch_spec.TensorMap``,
-``TIRX_KERNELS_DIRECT_LAUNCH_TMA=1``): the descriptors it reads from the host code describe
-the caller's tensors, a dry call hands each descriptor the right tensor's address, and on a
-GPU the bound launcher writes what the host function writes. Off by default until that GPU
-test has passed."""
+"""The GEMM kernel through the direct launcher's TMA path (``launch_spec.TensorMap``, on
+unless ``TIRX_KERNELS_DIRECT_LAUNCH_TMA=0``): the descriptors it reads from the host code
+describe the caller's tensors, a dry call hands each descriptor the right tensor's address,
+and on a GPU the bound launcher writes what the host function writes."""
 
 from __future__ import annotations
 

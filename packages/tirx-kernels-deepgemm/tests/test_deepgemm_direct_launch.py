@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
 """deepgemm's CTA-pair kernel through the direct launcher's TMA and cluster path
-(``TIRX_KERNELS_DIRECT_LAUNCH_TMA=1``, off by default until the GPU test here has passed):
+(on unless ``TIRX_KERNELS_DIRECT_LAUNCH_TMA=0``; the GPU test here passed first):
 the cluster shape and descriptors it reads from the host code, a dry call, and on a GPU the
 same output as the host function's launch."""
 

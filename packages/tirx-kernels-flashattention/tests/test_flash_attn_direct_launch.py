@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
 """The attention kernel through the direct launcher's TMA path
-(``TIRX_KERNELS_DIRECT_LAUNCH_TMA=1``, off by default until the GPU test here has passed):
+(on unless ``TIRX_KERNELS_DIRECT_LAUNCH_TMA=0``; the GPU test here passed first):
 descriptors of q, k and v, the batch read per call and seqlen_q pinned (the grid is computed
 from it), and on a GPU the output of the host function's launch."""
 
