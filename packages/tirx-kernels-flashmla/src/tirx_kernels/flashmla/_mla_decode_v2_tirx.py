@@ -28,13 +28,9 @@ Per 64-token block, warpgroup ``w``:
    from registers (RS), the two of the other warpgroup's tokens with P from the shared tile
    (SS); V is the K tile read MN-major, as v1.
 
-"v3" (``make_decode_v3``) is v2 with the next page's cp.async issued at the top of a block,
-before waiting for the current page (v2 waits first, then issues): with only two KV stages
-this is the overlap that fits, two pages in flight during the wait instead of one, for one
-more CTA barrier per block (the stage it overwrites must be free of the previous P V).
 "v4" (``make_decode_v4``) loads the pages by TMA (:mod:`._mla_pages_tma_tirx`): the next
 page is issued by one thread after the block's first CTA barrier and before the wait on
-this page's mbarrier, so two pages are in flight without v3's extra barrier.
+this page's mbarrier, so two pages are in flight during the wait with no extra barrier.
 
 Shared memory: Q (72 KiB) + 2 KV stages (144 KiB) + the P tile (8 KiB), dynamic; row maxima
 and partial sums (512 B; ptxas reserves 1 KiB) static: 225 KiB of the 227 KiB an sm_90 CTA
@@ -81,13 +77,6 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
     """v2 split-KV decode PrimFunc for one (dtype, h_q, s_q, causal); the same signature and
     outputs as :func:`._mla_decode_tirx.make_decode`."""
     return _make(dtype, h_q, s_q, causal, pages="cp_async")
-
-
-@functools.cache
-def make_decode_v3(dtype="bfloat16", h_q=128, s_q=1, causal=False):
-    """v3: v2 with the next page's load issued before waiting for the current page (two
-    pages in flight while a block waits, one extra CTA barrier per block)."""
-    return _make(dtype, h_q, s_q, causal, pages="cp_async_early")
 
 
 @functools.cache
@@ -144,18 +133,6 @@ def _make(dtype, h_q, s_q, causal, pages):
             loads.wait(stage)
             if seqlen - blk * PAGE < PAGE:
                 loads.zero_tail(stage, seqlen - blk * PAGE, tid)
-        elif T.constexpr(pages == "cp_async_early"):
-            # v3: the other stage is free once both warpgroups' P V of the previous
-            # block is done (barrier); load the next page before waiting for this one
-            T.cuda.cta_sync()
-            if blk + 1 < hi:
-                _load_page(KC, BT, req, blk + 1, seqlen, NT, nxt, tid)
-                T.ptx.cp.async_.commit_group()
-                T.ptx["cp.async.wait_group"](1)  # this page's group (and Q's) landed
-            else:
-                T.ptx["cp.async.wait_group"](0)
-            T.ptx.fence.proxy.async_.shared__cta()  # cp.async writes -> wgmma reads
-            T.cuda.cta_sync()
         else:
             T.ptx["cp.async.wait_group"](0)
             T.ptx.fence.proxy.async_.shared__cta()  # cp.async writes -> wgmma reads

@@ -70,7 +70,6 @@ _DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
 DECODE_FACTORIES = {
     "v1": _mla_decode_tirx.make_decode,
     "v2": _mla_decode_v2_tirx.make_decode,
-    "v3": _mla_decode_v2_tirx.make_decode_v3,
     "v4": _mla_decode_v2_tirx.make_decode_v4,
 }
 
