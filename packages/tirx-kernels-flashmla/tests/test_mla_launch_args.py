@@ -25,6 +25,7 @@ def launched(monkeypatch):
 
     monkeypatch.setattr(decode, "_decode_exec", testing.checked_launches(make_decode, funcs))
     monkeypatch.setattr(decode, "_combine_exec", testing.checked_launches(make_combine, funcs))
+    monkeypatch.setattr(host, "main_of", lambda executable: executable)  # plans' fallback
     check_args = decode.check_args
 
     def check_args_on_the_cpu(q, *args):
@@ -94,6 +95,55 @@ def test_direct_calls_check_each_call_signature_once(launched, monkeypatch):
         assert out.shape == (3, s_q, 16, 512) and lse.shape == (3, 16, s_q)
     assert [shape[1] for shape in checked] == [1, 1, 2]
     assert len(launched) == 8
+
+
+def test_a_plan_binds_both_kernels_on_its_first_call(launched, monkeypatch):
+    binds, calls = [], []
+
+    def direct_launcher(executable, *args):
+        binds.append(len(args))
+        return lambda *args: calls.append(len(args))
+
+    monkeypatch.setattr(host, "direct_launcher", direct_launcher)
+    monkeypatch.setattr(host, "plain_cuda", lambda t: True)
+    monkeypatch.setattr(decode, "_PLANS", {})
+    lens = torch.tensor([100, 1, 256], dtype=torch.int32)
+    meta, splits = decode.get_mla_metadata(lens, 16, 1)
+    q = torch.zeros(3, 1, 16, 576, dtype=torch.bfloat16)
+    k_cache = torch.zeros(12, 64, 1, 576, dtype=torch.bfloat16)
+    table = torch.arange(12, dtype=torch.int32).view(3, 4)
+    for _ in range(3):
+        decode.flash_mla_with_kvcache(q, k_cache, table, lens, 512, meta, splits)
+    assert binds == [11, 5]  # decode and combine, once each, with the kernels' arguments
+    assert calls == [11, 5] * 3 and not launched
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_direct_launcher_reads_each_variants_host_code(variant, monkeypatch):
+    """Dry (CPU tensors): v4's KV-cache descriptor is the cache as (rows, 576) in 64 x 64
+    boxes with the 128B swizzle; every variant gets a launcher with the scheduler parts as
+    grid.x, the query-row tiles as grid.y and its dynamic shared memory."""
+    from tirx_kernels.core import direct_launch, launch_spec, toolchain
+
+    monkeypatch.setattr(launch_spec, "TMA", True)
+    q = torch.zeros(3, 1, 128, 576, dtype=torch.bfloat16)
+    k_cache = torch.zeros(12, 64, 1, 576, dtype=torch.bfloat16)
+    table = torch.arange(12, dtype=torch.int32).view(3, 4)
+    lens = torch.tensor([100, 1, 256], dtype=torch.int32)
+    meta, splits = decode.get_mla_metadata(lens, 128, 1)
+    outputs = decode.op_outputs(q, meta.shape[0])
+    exe = decode._kernels(variant, q, False)[0]
+    args = (q.view(3, 128, 576), k_cache.view(-1, 576), table, lens, meta, splits, *outputs[2:])
+    args += (outputs[0].view(3, 128, 512), outputs[1].view(3, 128), 0.1)
+    (launch,) = launch_spec.launch_spec(toolchain.host_code(exe), args)
+    assert launch.dims[:2] == [meta.shape[0], 2] and launch.smem > 0
+    if variant == "v4":
+        (tmap,) = launch.maps
+        assert (tmap.arg, tmap.dims, tmap.strides) == (1, [576, 12 * 64], [576 * 2])
+        assert (tmap.box, tmap.swizzle) == ([64, 64], 3)
+    else:
+        assert not launch.maps
+    assert direct_launch.bound(exe, *args, dry=True) is not None
 
 
 def test_device_metadata_launch_matches_the_kernel(monkeypatch):

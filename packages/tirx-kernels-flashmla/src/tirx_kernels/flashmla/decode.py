@@ -172,17 +172,27 @@ def _flash_mla_op(
     launch(selected_variant(), outputs, inputs, softmax_scale, causal)
 
 
-def launch(variant, outputs, inputs, softmax_scale, causal):
+def _kernels(variant, q, causal) -> tuple:
+    """(decode, combine): the compiled split-KV kernel of ``variant`` and the combine kernel
+    for q ``(batch, s_q, h_q, 576)``."""
+    _, s_q, h_q, _ = q.shape
+    dtype = _DTYPES[q.dtype]
+    decode = _decode_exec(variant, dtype, h_q, s_q, bool(causal) and s_q > 1)
+    return decode, _combine_exec(dtype, h_q, s_q)
+
+
+def launch(variant, outputs, inputs, softmax_scale, causal, launchers=None):
     """The op's two launches with the split-KV kernel of ``variant`` (benchmarks and tests
     time and check each variant through this; the op passes the selected one): ``outputs``
     are the op's (out, lse, out_accum, lse_accum), ``inputs`` its (q, k_cache, block_table,
-    cache_seqlens, tile_scheduler_metadata, num_splits)."""
+    cache_seqlens, tile_scheduler_metadata, num_splits); ``launchers``: (decode, combine)
+    taking the kernels' arguments (a plan's bound launchers), else :func:`_kernels`."""
     out, lse, out_accum, lse_accum = outputs
     q, k_cache, block_table, cache_seqlens, tile_scheduler_metadata, num_splits = inputs
     batch, s_q, h_q, _ = q.shape
     rows = s_q * h_q
-    dtype = _DTYPES[q.dtype]
-    _decode_exec(variant, dtype, h_q, s_q, bool(causal) and s_q > 1)(
+    decode, combine = launchers or _kernels(variant, q, causal)
+    decode(
         q.view(batch, rows, D_QK),
         k_cache.view(-1, D_QK),
         block_table,
@@ -195,9 +205,7 @@ def launch(variant, outputs, inputs, softmax_scale, causal):
         lse.view(batch, rows),
         float(softmax_scale) * _LOG2E,
     )
-    _combine_exec(dtype, h_q, s_q)(
-        num_splits, out_accum, lse_accum, out.view(batch, rows, D_V), lse.view(batch, rows)
-    )
+    combine(num_splits, out_accum, lse_accum, out.view(batch, rows, D_V), lse.view(batch, rows))
 
 
 _LOG2E = 1.4426950408889634
@@ -315,10 +323,12 @@ def _plan(inputs: tuple, head_dim_v: int, causal: bool) -> Callable:
 def _resolve(inputs: tuple, head_dim_v: int, causal: bool) -> Callable:
     check_args(*inputs[:4], head_dim_v, *inputs[4:])
     variant = selected_variant()
+    # bound to this signature's shapes on the first call (the direct launcher where it applies)
+    launchers = tuple(map(host.bound_on_first_call, _kernels(variant, inputs[0], causal)))
 
     def plan(inputs, softmax_scale):
         outputs = op_outputs(inputs[0], inputs[4].shape[0])
-        launch(variant, outputs, inputs, softmax_scale, causal)
+        launch(variant, outputs, inputs, softmax_scale, causal, launchers)
         return outputs[:2]
 
     return plan
