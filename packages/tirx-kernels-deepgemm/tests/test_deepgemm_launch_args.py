@@ -114,6 +114,33 @@ def test_m_grouped_masked_picks_its_kernel_once_per_call(launched, monkeypatch):
     assert len(launched) == 3
 
 
+def test_each_plan_binds_the_direct_launcher_on_its_first_call(launched, monkeypatch):
+    """Dense, contiguous and masked: one bind per call signature, with the kernel's six
+    arguments, then every call through the bound launcher."""
+    binds, calls = [], []
+
+    def direct_launcher(executable, *args):
+        binds.append(len(args))
+        return lambda *args: calls.append(len(args))
+
+    monkeypatch.setattr(host, "direct_launcher", direct_launcher)
+    monkeypatch.delenv("TIRX_DEEPGEMM_SCHEDULE", raising=False)
+    G, M, N, K = 2, 256, 256, 384
+    a = (torch.zeros(M, K, dtype=E4M3), torch.ones(M, K // 128, dtype=F32))
+    b = (torch.zeros(N, K, dtype=E4M3), torch.ones(N // 128, K // 128, dtype=F32))
+    bg = (torch.zeros(G, N, K, dtype=E4M3), torch.ones(G, N // 128, K // 128, dtype=F32))
+    ag = (torch.zeros(G, M, K, dtype=E4M3), torch.ones(G, M, K // 128, dtype=F32))
+    m_indices = torch.arange(M, dtype=I32) % G
+    masked_m = torch.full((G,), 64, dtype=I32)
+    for _ in range(2):
+        fp8_gemm.fp8_gemm_nt(a, b, torch.empty(M, N, dtype=BF16))
+        m_grouped.m_grouped_fp8_gemm_nt_contiguous(a, bg, torch.empty(M, N, dtype=BF16), m_indices)
+        m_grouped.m_grouped_fp8_gemm_nt_masked(
+            ag, bg, torch.empty(G, M, N, dtype=BF16), masked_m, 64
+        )
+    assert binds == [6, 6, 6] and calls == [6] * 6 and not launched
+
+
 @pytest.mark.parametrize("cluster, multicast_a", [(1, False), (2, False), (2, True)])
 @pytest.mark.parametrize("M", [1, 300])
 def test_wide_tile_launch_matches_the_kernel(launched, M, cluster, multicast_a):

@@ -208,7 +208,7 @@ def _resolve_contiguous(d, a, sfa, b, sfb, m_indices) -> Callable:
     if M == 0:
         return host.nothing
     _, bn = pick_block(M, N, K, num_sms(), bms=(_ALIGNMENT,))
-    kernel = host.main_of(compiled_gemm_1d2d("contiguous", N, K, _ALIGNMENT, bn, G))
+    kernel = host.bound_on_first_call(compiled_gemm_1d2d("contiguous", N, K, _ALIGNMENT, bn, G))
 
     def plan(d, a, sfa, b, sfb, m_indices):
         sfb_rows = sfb.reshape(G * N // 128, K // 128)
@@ -220,7 +220,7 @@ def _resolve_contiguous(d, a, sfa, b, sfb, m_indices) -> Callable:
 def _resolve_masked(d, a, sfa, b, sfb, masked_m, expected_m) -> Callable:
     G, Mg, N, K = _check_masked(d, a, sfa, b, sfb, masked_m, expected_m)
     bm, bn = pick_block(min(expected_m, Mg), N, K, num_sms(), groups=G)
-    kernel = host.main_of(compiled_gemm_1d2d("masked", N, K, bm, bn, G))
+    kernel = host.bound_on_first_call(compiled_gemm_1d2d("masked", N, K, bm, bn, G))
 
     def plan(d, a, sfa, b, sfb, masked_m, expected_m):
         sfb_rows = sfb.reshape(G * N // 128, K // 128)
