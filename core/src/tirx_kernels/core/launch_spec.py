@@ -12,9 +12,7 @@ becomes a :class:`TensorMap` the launcher encodes per call from the tensor's add
 answers ``None`` for host code it does not fully understand (a call it does not know, a
 launch under a condition, an unknown launch field), and the caller keeps the host function.
 TMA descriptors, dynamic shared memory and clusters are taken unless
-``TIRX_KERNELS_DIRECT_LAUNCH_TMA=0`` (read at import); their GPU tests passed on an H100 on
-2026-12-06 (the basic GEMM, deepgemm's CTA pair, attention: the host function's outputs bit
-for bit).
+``TIRX_KERNELS_DIRECT_LAUNCH_TMA=0`` (read at import; their GPU runs: core/docs/overhead.md).
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ from typing import Any
 
 CALLS = 200  # calls (or replays) per round
 ROUNDS = 5
-# untimed replays of each graph before its rounds: an H100 bench (2026-12-06) timed the
-# first graph rounds after the host-only eager rounds 1.5x slower than the last
+# untimed replays of each graph before its rounds: the GPU's clocks ramp up after the
+# host-only eager rounds (core/docs/overhead.md)
 WARM_REPLAYS = 2000
 
 

@@ -37,7 +37,7 @@ META_INTS = 8
 # variable overrides the default per process, e.g. TIRX_FLASHMLA_VARIANT=v1 falls back to
 # the first kernel.
 VARIANTS = ("v1", "v2", "v4")
-DEFAULT_VARIANT = "v4"  # fastest at every h_q 128 row on an H100, 2026-12-06
+DEFAULT_VARIANT = "v4"  # why: docs/mla_decode.md, "Status"
 VARIANT_ENV = "TIRX_FLASHMLA_VARIANT"
 
 

@@ -192,6 +192,7 @@ def launch(variant, outputs, inputs, softmax_scale, causal, launchers=None):
     batch, s_q, h_q, _ = q.shape
     rows = s_q * h_q
     decode, combine = launchers or _kernels(variant, q, causal)
+    out_rows, lse_rows = out.view(batch, rows, D_V), lse.view(batch, rows)
     decode(
         q.view(batch, rows, D_QK),
         k_cache.view(-1, D_QK),
@@ -201,11 +202,11 @@ def launch(variant, outputs, inputs, softmax_scale, causal, launchers=None):
         num_splits,
         out_accum,
         lse_accum,
-        out.view(batch, rows, D_V),
-        lse.view(batch, rows),
+        out_rows,
+        lse_rows,
         float(softmax_scale) * _LOG2E,
     )
-    combine(num_splits, out_accum, lse_accum, out.view(batch, rows, D_V), lse.view(batch, rows))
+    combine(num_splits, out_accum, lse_accum, out_rows, lse_rows)
 
 
 _LOG2E = 1.4426950408889634
