@@ -97,3 +97,47 @@ def test_setmaxnreg_shortfall_counts_what_the_pool_lacks(
     )
     assert toolchain.setmaxnreg_shortfall(source, registers) == shortfall
     assert toolchain.setmaxnreg_shortfall(source.replace("setmaxnreg", "nop"), registers) == 0
+
+
+def test_fence_registers_is_one_empty_asm_per_32_registers():
+    """fence_registers passes each register by reference as an in-out operand ("+f" for
+    fp32, "+r" for u32) of an empty asm volatile, 32 per statement: nvcc then keeps their
+    computations on the side of a wgmma fence or wait where the program puts them."""
+    from tirx_kernels.core.sm90 import dsl
+    from tirx_kernels.core.toolchain import T
+
+    @T.function
+    def fenced(C: T.Tensor((64,), "float32"), D: T.Tensor((64,), "uint32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        acc = T.alloc_local((40,), "float32")
+        frag = T.alloc_local((5,), "uint32")
+        for i in T.unroll(40):
+            acc[i] = T.float32(i)
+        for i in T.unroll(5):
+            frag[i] = T.uint32(i)
+        dsl.fence_registers(acc, 40)
+        dsl.fence_registers(frag, 5)
+        C[T.cuda.thread_idx("x")] = acc[3] + acc[39]
+        D[T.cuda.thread_idx("x")] = frag[4]
+
+    src = toolchain.cuda_source(toolchain.compile(fenced))
+    assert '"+f"(r31) :: "memory")' in src and '"+f"(r32)' not in src
+    assert "tirx_kernels_fence_f8(acc_ptr[32]," in src and "acc_ptr[39]);" in src
+    assert "uint32_t& r4" in src and '"+r"(r4) :: "memory")' in src
+    assert src.count("tirx_kernels_fence_f32(acc_ptr[0],") == 1
+
+
+def test_ptxas_notes_of_serialized_wgmmas_are_recognized():
+    note = (
+        "ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are "
+        "serialized due to non wgmma instructions defining accumulator registers of a wgmma "
+        "between start and end of the pipeline stage in the function 'k'"
+    )
+    assert toolchain.WGMMA_SERIALIZED.search(note)
+    assert not toolchain.WGMMA_SERIALIZED.search("ptxas info    : Used 58 registers")
+
+
+@needs_nvcc
+def test_tile_kernel_wgmmas_are_not_serialized():
+    _, _, spilled, serialized = toolchain.ptxas_report(make_tile_kernel(128, 64, Swizzle.B128))
+    assert (spilled, serialized) == (0, False)

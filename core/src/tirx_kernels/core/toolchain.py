@@ -35,6 +35,7 @@ __all__ = [
     "gpu_arch",
     "host_code",
     "num_sms",
+    "ptxas_report",
     "ptxas_usage",
     "setmaxnreg_shortfall",
     "sm_count",
@@ -147,6 +148,19 @@ def compile_cubin(func, arch: str = "sm_90a") -> bytes:
 def ptxas_usage(func, arch: str = "sm_90a") -> tuple[str, int, int]:
     """(CUDA source, registers per thread, bytes spilled) of ``func`` as nvcc assembles it
     for ``arch`` with TIRx's own compiler flags (no GPU needed)."""
+    source, registers, spilled, _ = ptxas_report(func, arch)
+    return source, registers, spilled
+
+
+# ptxas's notes C7514/C7515: it serialized every wgmma of the kernel (an accumulator or
+# operand register is touched inside a wgmma pipeline stage, as ptxas sees the program)
+WGMMA_SERIALIZED = re.compile(r"wgmma\.mma_async instructions are serialized")
+
+
+def ptxas_report(func, arch: str = "sm_90a") -> tuple[str, int, int, bool]:
+    """:func:`ptxas_usage` plus whether ptxas serialized the kernel's wgmmas (no GPU
+    needed): a schedule that overlaps wgmmas with other work loses that overlap silently
+    otherwise."""
     import subprocess
     import tempfile
     from pathlib import Path
@@ -164,7 +178,8 @@ def ptxas_usage(func, arch: str = "sm_90a") -> tuple[str, int, int]:
     spilled = re.search(r"(\d+) bytes spill stores", log)
     if not registers or not spilled:
         raise RuntimeError(f"no register report in nvcc's output:\n{log}")
-    return source, int(registers.group(1)), int(spilled.group(1))
+    serialized = bool(WGMMA_SERIALIZED.search(log))
+    return source, int(registers.group(1)), int(spilled.group(1)), serialized
 
 
 def setmaxnreg_shortfall(source: str, registers: int) -> int:

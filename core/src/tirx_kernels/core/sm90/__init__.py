@@ -12,8 +12,9 @@ Pure-Python models (importing this package imports neither torch nor the compile
 * :mod:`.scheduler` -- persistent grid and grouped tile rasterization.
 
 TIRx emitters of the same blocks (imports the compiler): :mod:`.dsl` -- ``smem_view``,
-``tma_load_tile``, ``descriptor``, ``mma_ss``, ``wgmma_fence/commit/wait``, ``store_acc``,
-``Ring`` (mbarrier ring), ``grouped_tile``. ``tirx_kernels.basic._gemm_tirx`` composes them.
+``tma_load_tile``, ``descriptor``, ``mma_ss``, ``wgmma_fence/commit/wait``,
+``fence_registers``, ``store_acc``, ``Ring`` (mbarrier ring), ``grouped_tile``.
+``tirx_kernels.basic._gemm_tirx`` composes them.
 """
 
 from .layouts import Swizzle, smem_layout, swizzle_bytes, tile_offset

@@ -184,6 +184,28 @@ def wgmma_wait(pending):
     T.ptx.wgmma.wait_group.sync.aligned(pending)
 
 
+_FENCE_WIDTH = 32  # registers per fence statement
+_FENCE_CONSTRAINT = {"float32": ("float", "f"), "uint32": ("uint32_t", "r")}
+
+
+def fence_registers(regs, count):
+    """A compiler fence on ``regs[0:count]`` (fp32 or u32 locals), as CUTLASS's
+    ``warpgroup_fence_operand``: an empty ``asm volatile`` that reads and redefines them, so
+    nvcc keeps their computations on the side of a ``wgmma.fence`` / ``wait_group`` where the
+    program puts them (ptxas serializes every wgmma when one moves into the pipeline)."""
+    c_type, letter = _FENCE_CONSTRAINT[str(regs.dtype)]
+    for first in range(0, count, _FENCE_WIDTH):
+        width = min(_FENCE_WIDTH, count - first)
+        name = f"tirx_kernels_fence_{letter}{width}"
+        params = ", ".join(f"{c_type}& r{i}" for i in range(width))
+        operands = ", ".join(f'"+{letter}"(r{i})' for i in range(width))
+        source = (
+            f"\n__forceinline__ __device__ void {name}({params}) {{\n"
+            f'  asm volatile("" : {operands} :: "memory");\n}}\n'
+        )
+        T.cuda.func_call(name, *[regs[first + i] for i in range(width)], source)
+
+
 @T.inline
 def store_acc(acc, out, row0, col0, n, rows, cols, check_rows, check_cols, packed):
     """Store a warpgroup's 64 x n f32 accumulator to ``out`` at (row0, col0), converted to
