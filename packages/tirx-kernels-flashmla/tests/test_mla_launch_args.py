@@ -120,8 +120,9 @@ def test_a_plan_binds_both_kernels_on_its_first_call(launched, monkeypatch):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_direct_launcher_reads_each_variants_host_code(variant, monkeypatch):
-    """Dry (CPU tensors): v4's KV-cache descriptor is the cache as (rows, 576) in 64 x 64
-    boxes with the 128B swizzle; every variant gets a launcher with the scheduler parts as
+    """Dry (CPU tensors): the KV-cache descriptor of v4 and v5 (one, however many boxes
+    the kernel issues) is the cache as (rows, 576) in 64 x 64 boxes with the 128B swizzle;
+    every variant gets a launcher with the scheduler parts as
     grid.x, the query-row tiles as grid.y and its dynamic shared memory."""
     from tirx_kernels.core import direct_launch, launch_spec, toolchain
 
@@ -137,7 +138,7 @@ def test_the_direct_launcher_reads_each_variants_host_code(variant, monkeypatch)
     args += (outputs[0].view(3, 128, 512), outputs[1].view(3, 128), 0.1)
     (launch,) = launch_spec.launch_spec(toolchain.host_code(exe), args)
     assert launch.dims[:2] == [meta.shape[0], 2] and launch.smem > 0
-    if variant == "v4":
+    if variant in ("v4", "v5"):
         (tmap,) = launch.maps
         assert (tmap.arg, tmap.dims, tmap.strides) == (1, [576, 12 * 64], [576 * 2])
         assert (tmap.box, tmap.swizzle) == ([64, 64], 3)

@@ -14,6 +14,7 @@ from tirx_kernels.core.sm90.layouts import Swizzle, swizzle_bytes, tile_offset
 from tirx_kernels.core.sm90.wgmma import decode_descriptor
 from tirx_kernels.flashmla import _mla_decode_tirx as K
 from tirx_kernels.flashmla import _mla_decode_v2_tirx as V2
+from tirx_kernels.flashmla import _mla_decode_v5_tirx as V5
 from tirx_kernels.flashmla import _mla_pages_tma_tirx as PAGES
 from tirx_kernels.flashmla._mla_decode_schedule import num_sm_parts, sched_meta
 from tirx_kernels.flashmla.kernels import flash_mla_decode as contract
@@ -95,8 +96,9 @@ def test_qk_descriptor_is_kmajor_128b():
     assert K._S_STEPS[:5] == [0, 32, 64, 96, 8192]
 
 
-def emulate(q, k_cache, table, seqlens, causal, scale, dtype, num_sms=132):
-    """The kernel's arithmetic, CTA by CTA (fp32, P rounded to ``dtype``)."""
+def emulate(q, k_cache, table, seqlens, causal, scale, dtype, num_sms=132, pairs=False):
+    """The kernel's arithmetic, CTA by CTA (fp32, P rounded to ``dtype``); with ``pairs``,
+    v5's (pages in pairs, the max chained through shared memory: :func:`pair_softmax`)."""
     b, s_q, h_q, d = q.shape
     R = s_q * h_q
     qr = q.float().reshape(b, R, d)
@@ -119,7 +121,8 @@ def emulate(q, k_cache, table, seqlens, causal, scale, dtype, num_sms=132):
             m = torch.full((R,), -math.inf)
             lsum = torch.zeros(R)
             o = torch.zeros(R, 512)
-            for blk in range(lo, hi):
+
+            def scores(blk, masked_value=-math.inf, req=req, lim=lim):
                 entry = int(table[req, blk])
                 ok = 0 <= entry < num_blocks  # the device guard: entries inside the cache
                 page = entry if ok else 0
@@ -128,14 +131,20 @@ def emulate(q, k_cache, table, seqlens, causal, scale, dtype, num_sms=132):
                 kv[(tok >= lens[req]) | (not ok)] = 0.0  # zero-filled rows
                 s = (qr[req] @ kv.T) * (scale * math.log2(math.e))
                 masked = (tok[None, :] >= lim[:, None]) | (not ok)
-                s = s.masked_fill(masked, -math.inf)
-                mx = torch.maximum(m, s.max(dim=1).values)
-                safe = torch.where(mx == -math.inf, torch.zeros_like(mx), mx)
-                corr = torch.exp2(m - safe)
-                p = torch.exp2(s - safe[:, None])
-                lsum = lsum * corr + p.sum(dim=1)
-                m = mx
-                o = o * corr[:, None] + p.to(dtype).float() @ kv[:, :512]
+                return s.masked_fill(masked, masked_value), kv
+
+            if pairs:
+                m, lsum, o = pair_softmax(scores, lo, hi, R, dtype)
+            else:
+                for blk in range(lo, hi):
+                    s, kv = scores(blk)
+                    mx = torch.maximum(m, s.max(dim=1).values)
+                    safe = torch.where(mx == -math.inf, torch.zeros_like(mx), mx)
+                    corr = torch.exp2(m - safe)
+                    p = torch.exp2(s - safe[:, None])
+                    lsum = lsum * corr + p.sum(dim=1)
+                    m = mx
+                    o = o * corr[:, None] + p.to(dtype).float() @ kv[:, :512]
             empty = lsum == 0
             oacc[split] = torch.where(empty[:, None], 0.0, o / lsum[:, None])
             lacc[split] = torch.where(empty, -math.inf, m * math.log(2) + torch.log(lsum))
@@ -154,6 +163,43 @@ def emulate(q, k_cache, table, seqlens, causal, scale, dtype, num_sms=132):
     return out, lse.reshape(b, s_q, h_q).transpose(1, 2)
 
 
+def pair_softmax(scores, lo, hi, R, dtype):
+    """v5's blocks ``lo..hi`` in pairs (a, b): warpgroup 0 folds page a into the running max
+    (rescale ``sc0``) and keeps O's columns 0..255, warpgroup 1 folds page b on top (``sc1``)
+    and keeps 256..511; P_a goes to warpgroup 1 rescaled by ``sc1``, P_b to warpgroup 0 as it
+    is, each rounded to the dtype; masked scores are finite. -> (m, l, O) of the request."""
+    masked, m_init = V5.MASKED, V5.M_INIT
+    m = torch.full((R,), m_init)
+    l0, l1 = torch.zeros(R), torch.zeros(R)
+    o0, o1 = torch.zeros(R, 256), torch.zeros(R, 256)
+    rnd = lambda p: p.to(dtype).float()  # noqa: E731
+    for a in range(lo, hi, 2):
+        s_a, kv_a = scores(a, masked)
+        m_a = torch.maximum(m, s_a.max(dim=1).values)
+        sc0 = torch.exp2(m - m_a)
+        p_a = torch.exp2(s_a - m_a[:, None])
+        o0 = o0 * sc0[:, None] + rnd(p_a) @ kv_a[:, :256]
+        l0 = l0 * sc0 + p_a.sum(dim=1)
+        if a + 1 < hi:
+            s_b, kv_b = scores(a + 1, masked)
+        else:
+            s_b, kv_b = torch.full_like(s_a, masked), torch.zeros_like(kv_a)
+        m_b = torch.maximum(m_a, s_b.max(dim=1).values)
+        sc1 = torch.exp2(m_a - m_b)
+        p_b = torch.exp2(s_b - m_b[:, None])
+        f = sc1 * sc0
+        o1 = (
+            o1 * f[:, None]
+            + rnd(p_b) @ kv_b[:, 256:512]
+            + rnd(p_a * sc1[:, None]) @ kv_a[:, 256:512]
+        )
+        l1 = l1 * f + p_b.sum(dim=1)
+        o0 = o0 * sc1[:, None] + rnd(p_b) @ kv_b[:, :256]
+        l0 = l0 * sc1
+        m = m_b
+    return m, l0 + l1, torch.cat([o0, o1], dim=1)
+
+
 @pytest.mark.parametrize(
     "cfg",
     [
@@ -166,12 +212,13 @@ def emulate(q, k_cache, table, seqlens, causal, scale, dtype, num_sms=132):
     ],
     ids=["h16_var", "h16_sq2_causal", "h64_sq2", "h16_long_split", "badpages", "badpages_sq2"],
 )
-def test_emulated_kernel_matches_the_reference_at_flashmlas_tolerances(cfg, monkeypatch):
+@pytest.mark.parametrize("pairs", [False, True], ids=["blocks", "v5_pairs"])
+def test_emulated_kernel_matches_the_reference_at_flashmlas_tolerances(cfg, pairs, monkeypatch):
     monkeypatch.setattr(torch.Tensor, "cuda", lambda self, *a, **k: self)
     q, k_cache, table, seqlens = contract.prepare_data(**cfg)
     dtype = getattr(torch, cfg["dtype"])
     scale = 576**-0.5
     causal = cfg.get("causal", False)
-    out, lse = emulate(q, k_cache, table, seqlens, causal, scale, dtype, num_sms=8)
+    out, lse = emulate(q, k_cache, table, seqlens, causal, scale, dtype, num_sms=8, pairs=pairs)
     want_out, want_lse = contract.reference(q, k_cache, table, seqlens, causal)
     contract.compare(out, lse, want_out, want_lse)

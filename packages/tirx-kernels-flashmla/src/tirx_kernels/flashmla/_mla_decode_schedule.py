@@ -32,11 +32,12 @@ META_INTS = 8
 
 # Schedules of the split-KV kernel (docs/mla_decode.md): "v1" (_mla_decode_tirx, both
 # warpgroups compute the whole S), "v2" (_mla_decode_v2_tirx, S split between them, P
-# shared through shared memory) and "v4" (v2 with the pages loaded by TMA; "v3", v2 with
-# the next page's cp.async issued before the wait, was dropped for it). The environment
+# shared through shared memory), "v4" (v2 with the pages loaded by TMA; "v3", v2 with
+# the next page's cp.async issued before the wait, was dropped for it) and "v5"
+# (_mla_decode_v5_tirx, upstream's schedule: pages in pairs, one per warpgroup). The environment
 # variable overrides the default per process, e.g. TIRX_FLASHMLA_VARIANT=v1 falls back to
 # the first kernel.
-VARIANTS = ("v1", "v2", "v4")
+VARIANTS = ("v1", "v2", "v4", "v5")
 DEFAULT_VARIANT = "v4"  # why: docs/mla_decode.md, "Status"
 VARIANT_ENV = "TIRX_FLASHMLA_VARIANT"
 

@@ -133,7 +133,17 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
 
 
 def split_kv_kernel(
-    name, dtype, h_q, s_q, causal, smem, alloc_tiles, block_step, request_end, request_start=None
+    name,
+    dtype,
+    h_q,
+    s_q,
+    causal,
+    smem,
+    alloc_tiles,
+    block_step,
+    request_end,
+    request_start=None,
+    blocks_per_step=1,
 ):
     """The split-KV decode PrimFunc ``name`` (``smem`` bytes of dynamic shared memory): what
     every variant shares -- the signature (batch, page count, table width, scheduler parts
@@ -143,10 +153,11 @@ def split_kv_kernel(
     flight) and the epilogue. The variant's ``T.inline`` helpers emit the rest:
     ``alloc_tiles()`` -> ``(base, acc_o, tiles)`` (the shared arena's address, the O
     accumulator and its own buffers), ``block_step(...)`` one 64-token block (the wait for
-    its page, the next page's load, S, softmax, P V), ``request_end(thread, rows, tiles)``
-    what comes before a request's epilogue and ``request_start(Q, KC, BT, NT, req, lo, mt,
-    seqlen, base, tid, R, tiles)`` the loads of Q and the first page of a request with
-    blocks (default: :func:`cp_async_request_start`)."""
+    its page, the next page's load, S, softmax, P V; ``blocks_per_step`` blocks from ``blk``
+    when more than one), ``request_end(thread, rows, tiles)`` what comes before a request's
+    epilogue and ``request_start(Q, KC, BT, NT, req, lo, hi, mt, seqlen, base, tid, R,
+    tiles)`` the loads of Q and the first page of a request with blocks (default:
+    :func:`cp_async_request_start`)."""
     request_start = request_start or cp_async_request_start
     causal = bool(causal) and s_q > 1
     R = s_q * h_q
@@ -203,8 +214,9 @@ def split_kv_kernel(
             _reset_rows(m, lsum, lim, acc_o, mt, r0, seqlen, R, s_q, h_q, causal)
             T.cuda.cta_sync()  # the previous request's wgmmas (and exchanges) are done
             if lo < hi:
-                request_start(Q, KC, BT, NT, req, lo, mt, seqlen, base, tid, R, tiles)
-            for blk in T.serial(lo, hi):
+                request_start(Q, KC, BT, NT, req, lo, hi, mt, seqlen, base, tid, R, tiles)
+            for it in T.serial((T.max(hi - lo, 0) + blocks_per_step - 1) // blocks_per_step):
+                blk = lo + it * blocks_per_step
                 stage = (blk - lo) % STAGES
                 block_step(
                     KC,
@@ -238,7 +250,7 @@ def _no_request_end(thread, rows, tiles):
 
 
 @T.inline
-def cp_async_request_start(Q, KC, BT, NT, req, lo, mt, seqlen, base, tid, R, tiles):
+def cp_async_request_start(Q, KC, BT, NT, req, lo, hi, mt, seqlen, base, tid, R, tiles):
     """Q and the request's first page into stage 0, one cp.async group (waited for by the
     first block)."""
     _load_q(Q, req, mt, base, tid, R)
@@ -293,10 +305,10 @@ def wgmma_ops(dtype, s_tokens):
 
 
 @T.inline
-def _mask_scores(acc_s, tokens, first_token, entry, NT, lim, c0, scale_log2):
+def _mask_scores(acc_s, tokens, first_token, entry, NT, lim, c0, scale_log2, masked=-math.inf):
     """This thread's S scores of ``tokens`` columns (the first: token ``first_token``) in log2
-    units, -inf past each row's limit ``lim`` and everywhere when the block-table ``entry``
-    of the page is outside the cache (``NT`` rows)."""
+    units, ``masked`` past each row's limit ``lim`` and everywhere when the block-table
+    ``entry`` of the page is outside the cache (``NT`` rows)."""
     pok = page_ok(entry, NT)
     for h in T.unroll(2):
         for j in T.unroll(tokens // 8):
@@ -306,7 +318,7 @@ def _mask_scores(acc_s, tokens, first_token, entry, NT, lim, c0, scale_log2):
                 acc_s[i] = T.if_then_else(
                     T.And(pok, tok < lim[h]),
                     acc_s[i] * scale_log2,
-                    T.float32(-math.inf),
+                    T.float32(masked),
                 )
 
 

@@ -105,7 +105,7 @@ def _make(dtype, h_q, s_q, causal, pages):
         return base, acc_o, (arena, xch, acc_s, pa, loads)
 
     @T.inline
-    def tma_request_start(Q, KC, BT, NT, req, lo, mt, seqlen, base, tid, R, tiles):
+    def tma_request_start(Q, KC, BT, NT, req, lo, hi, mt, seqlen, base, tid, R, tiles):
         """Q by cp.async, landed and fenced here (the first block's CTA barrier publishes
         it; that block issues the request's first two pages)."""
         _load_q(Q, req, mt, base, tid, R)

@@ -26,48 +26,59 @@ from ._mla_decode_tirx import BM, D_QK, PAGE, STAGES, THREADS, TILE_BYTES, _swz,
 
 _CHUNKS_V = 512 * 2 // 16  # 16-byte chunks of a token's V (dims 0..511): 64
 _ZERO_STEPS = PAGE * _CHUNKS_V // THREADS
+WHOLE = ((0, D_QK // 64),)  # a page as one part: its nine 64-column tiles
+# two parts: the V dims of warpgroup 0 (0..255), and those of warpgroup 1 with the rope dims
+HALVES = ((0, 4), (4, D_QK // 64))
 
 
 class TmaPages:
-    """The full mbarriers of the KV stages and this thread's wait phase of each (one bit per
-    stage, carried across requests: a stage's barrier completes once per page it holds)."""
+    """The full mbarriers of the KV stages, one per part (``parts``: tile ranges of a page)
+    of each stage, and this thread's wait phase of each (one bit per barrier, carried across
+    requests: a barrier completes once per page part it receives)."""
 
-    def __init__(self, arena, dtype: str):
+    def __init__(self, arena, dtype: str, parts=WHOLE):
         self.arena = arena
         self.dtype = dtype
-        self.full = T.bind_(T.alloc_shared((STAGES,), "uint64", align=8))
+        self.parts = parts
+        self.full = T.bind_(T.alloc_shared((STAGES * len(parts),), "uint64", align=8))
         self.phases = T.bind_(T.local_scalar("uint32"))
 
     @T.inline
     def init(self, tid):
         """Thread 0 initializes the barriers; every thread waits for that (CTA barrier)."""
         if tid == 0:
-            for s in T.unroll(STAGES):
+            for s in T.unroll(STAGES * len(self.parts)):
                 T.ptx.mbarrier.init.shared.b64(self.full.ptr_to([s]), T.uint32(1))
             T.ptx.fence.proxy.async_.shared__cta()  # visible to TMA's complete_tx
         self.phases = T.uint32(0)
         T.cuda.cta_sync()
 
     @T.inline
-    def issue(self, KC, BT, NT, req, blk, stage):
-        """(One thread.) Page ``BT[req, blk]`` into KV stage ``stage``: nine boxes on its
-        barrier, ``TILE_BYTES`` expected (out-of-bounds rows count as transferred)."""
+    def issue(self, KC, BT, NT, req, blk, stage, part=0):
+        """(One thread.) Part ``part`` of page ``BT[req, blk]`` into KV stage ``stage``: one
+        box per tile on its barrier, the part's bytes expected (out-of-bounds rows count as
+        transferred)."""
+        first, last = self.parts[part]
         entry = BT[req, blk]
         row = T.if_then_else(page_ok(entry, NT), T.cast(entry, "int64") * PAGE, NT)
-        bar = self.full.ptr_to([stage])
-        T.ptx.mbarrier.arrive.expect_tx.shared.b64(bar, T.uint32(TILE_BYTES))
+        bar = self.full.ptr_to([stage * len(self.parts) + part])
+        T.ptx.mbarrier.arrive.expect_tx.shared.b64(bar, T.uint32((last - first) * BM * 128))
         offset = TILE_BYTES * (1 + stage)
-        for j in range(D_QK // 64):
+        for j in range(first, last):
             view = dsl.smem_view(
                 self.arena, offset + j * BM * 128, (PAGE, 64), self.dtype, Swizzle.B128
             )
             dsl.tma_load_tile(view, KC, bar, (T.cast(row, "int32"), 64 * j), Swizzle.B128)
 
     @T.inline
-    def wait(self, stage):
-        """Wait until the page of ``stage`` has landed (then readable by every proxy)."""
-        T.cuda.mbarrier_wait(self.full.ptr_to([stage]), (self.phases >> stage) & T.uint32(1))
-        self.phases = self.phases ^ (T.uint32(1) << T.cast(stage, "uint32"))
+    def wait(self, stage, part=0):
+        """Wait until part ``part`` of the page of ``stage`` has landed (then readable by
+        every proxy)."""
+        bit = T.cast(stage * len(self.parts) + part, "uint32")
+        T.cuda.mbarrier_wait(
+            self.full.ptr_to([stage * len(self.parts) + part]), (self.phases >> bit) & T.uint32(1)
+        )
+        self.phases = self.phases ^ (T.uint32(1) << bit)
 
     @T.inline
     def zero_tail(self, stage, valid, tid):
@@ -82,3 +93,19 @@ class TmaPages:
                     self.arena[word + w] = T.uint32(0)
         T.ptx.fence.proxy.async_.shared__cta()  # generic stores -> wgmma (and TMA) reads
         T.cuda.cta_sync()
+
+    @T.inline
+    def zero_tail_half(self, stage, half, valid, t, bar):
+        """Zero V dims ``256 half .. 256 half + 255`` of rows ``valid..63`` of ``stage`` (the
+        V a warpgroup reads alone), by the 128 threads ``t`` of that warpgroup, then make the
+        stores visible to its wgmma (named barrier ``bar`` of 128 threads)."""
+        for it in T.unroll(PAGE * (_CHUNKS_V // 2) // 128):
+            idx = it * 128 + t
+            row = idx // (_CHUNKS_V // 2)
+            if row >= valid:
+                chunk = half * (_CHUNKS_V // 2) + idx % (_CHUNKS_V // 2)
+                word = (TILE_BYTES * (1 + stage) + _swz(row, chunk)) // 4
+                for w in T.unroll(4):
+                    self.arena[word + w] = T.uint32(0)
+        T.ptx.fence.proxy.async_.shared__cta()
+        T.ptx.bar.sync(T.uint32(bar), T.uint32(128))

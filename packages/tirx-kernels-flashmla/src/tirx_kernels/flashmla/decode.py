@@ -54,7 +54,7 @@ import torch
 from tirx_kernels.core import host, toolchain
 from tirx_kernels.core.ops import public_op
 
-from . import _mla_decode_tirx, _mla_decode_v2_tirx
+from . import _mla_decode_tirx, _mla_decode_v2_tirx, _mla_decode_v5_tirx
 from ._mla_decode_schedule import (
     META_INTS,
     metadata_on_device,
@@ -71,6 +71,7 @@ DECODE_FACTORIES = {
     "v1": _mla_decode_tirx.make_decode,
     "v2": _mla_decode_v2_tirx.make_decode,
     "v4": _mla_decode_v2_tirx.make_decode_v4,
+    "v5": _mla_decode_v5_tirx.make_decode,
 }
 
 
