@@ -38,7 +38,7 @@ META_INTS = 8
 # variable overrides the default per process, e.g. TIRX_FLASHMLA_VARIANT=v1 falls back to
 # the first kernel.
 VARIANTS = ("v1", "v2", "v4", "v5")
-DEFAULT_VARIANT = "v4"  # why: docs/mla_decode.md, "Status"
+DEFAULT_VARIANT = "v5"  # why: docs/mla_decode.md, "Status"
 VARIANT_ENV = "TIRX_FLASHMLA_VARIANT"
 
 
