@@ -85,9 +85,13 @@ def test_an_explicit_variant_is_checked_alone():
         assert variants_to_check({VARIANT_ENV: v}) == [v]
 
 
-def test_get_kernel_builds_every_variant():
+def test_get_kernel_builds_every_variant_or_the_one_named(monkeypatch):
+    monkeypatch.delenv(VARIANT_ENV, raising=False)
     funcs = contract.get_kernel(dtype="float16", h_q=16, s_q=2, causal=True)
     assert len(funcs) == len(VARIANTS) + 1
+    monkeypatch.setenv(VARIANT_ENV, "v2")  # a targeted (or fallback) run compiles only it
+    names = [f.attrs["global_symbol"] for f in contract.get_kernel(h_q=16)]
+    assert names == ["mla_decode_v2", "mla_combine"]
 
 
 def test_metadata_shapes_and_dtypes():

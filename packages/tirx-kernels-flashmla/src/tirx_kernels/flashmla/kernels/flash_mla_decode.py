@@ -44,7 +44,7 @@ from tirx_kernels.core import toolchain
 from tirx_kernels.core.protocol import BENCH_OPTIONS
 from tirx_kernels.core.testing import assert_close, available, skip_unless_gpu
 
-from .._mla_decode_schedule import VARIANTS, selected_variant, variants_to_check
+from .._mla_decode_schedule import selected_variant, variants_to_check
 from .._mla_decode_tirx import D_QK, D_V, PAGE, make_combine
 from ..decode import (
     DECODE_FACTORIES,
@@ -271,9 +271,10 @@ _UNUSED_BLOCK = 2147480000  # what FlashMLA's test writes into unused block-tabl
 
 def get_kernel(dtype="bfloat16", h_q=128, s_q=1, causal=False, **_):
     """The split-KV decode kernel of every variant (``VARIANTS``: each compiles for every
-    config) and the combine kernel of this (dtype, h_q, s_q, causal)."""
+    config; only the one ``$TIRX_FLASHMLA_VARIANT`` names, as run_test and run_bench then
+    launch only it) and the combine kernel of this (dtype, h_q, s_q, causal)."""
     causal = causal and s_q > 1
-    decode = [DECODE_FACTORIES[v](dtype, h_q, s_q, causal) for v in VARIANTS]
+    decode = [DECODE_FACTORIES[v](dtype, h_q, s_q, causal) for v in variants_to_check()]
     return [*decode, make_combine(dtype, h_q, s_q)]
 
 
