@@ -172,7 +172,10 @@ def pair_softmax(scores, lo, hi, R, dtype):
     m = torch.full((R,), m_init)
     l0, l1 = torch.zeros(R), torch.zeros(R)
     o0, o1 = torch.zeros(R, 256), torch.zeros(R, 256)
-    rnd = lambda p: p.to(dtype).float()  # noqa: E731
+
+    def rnd(p):  # P as the kernel feeds it to a wgmma: rounded to the dtype
+        return p.to(dtype).float()
+
     for a in range(lo, hi, 2):
         s_a, kv_a = scores(a, masked)
         m_a = torch.maximum(m, s_a.max(dim=1).values)

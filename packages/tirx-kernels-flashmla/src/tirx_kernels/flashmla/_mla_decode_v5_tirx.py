@@ -142,7 +142,6 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
             if lo + 1 < hi:
                 page_scores(1, base, rq8, acc_s, pages, (RIGHT, LEFT))
                 dsl.wgmma_wait(0)
-        dsl.wgmma_wait(0)
         dsl.fence_registers(acc_s, PAGE // 2)
 
     @T.inline
@@ -256,7 +255,6 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
                 _pv_shared(mma_o, acc_o, dp0, dv_a)
                 dsl.wgmma_commit()
                 dsl.wgmma_wait(0)
-        dsl.wgmma_wait(0)  # outside the branches too
         dsl.fence_registers(acc_s, PAGE // 2)
         _fence_operands(acc_o, pa)
 
