@@ -411,9 +411,9 @@ def test_the_environment_is_read_at_each_call(monkeypatch):
     """The op's schedule is cached per (head dims, mask, variable's text): a changed
     variable takes effect at the next call, and a bad one fails every call."""
     monkeypatch.delenv(ENV, raising=False)
-    assert not pick_schedule(128, 128, True).persistent
-    monkeypatch.setenv(ENV, "persistent=1")
     assert pick_schedule(128, 128, True).persistent
+    monkeypatch.setenv(ENV, "persistent=0")
+    assert not pick_schedule(128, 128, True).persistent
     monkeypatch.setenv(ENV, "bm=7")
     for _ in range(2):
         with pytest.raises(ValueError, match="kBlockM 7"):
@@ -521,7 +521,8 @@ def test_generated_code_follows_the_schedule(override):
     assert ("bar.arrive" in src) == sched.pingpong == (sched.overlap and "pingpong" not in override)
     rings = 2 if sched.split_kv else 1
     inits = src.count("mbarrier_init_init_shared_b64(tvm_builtin")
-    assert inits == 2 * sched.stages * rings + 1  # full + empty per slot and ring, plus Q's
+    # full + empty per slot and ring, plus Q's (and "Q free" in the default persistent walk)
+    assert inits == 2 * sched.stages * rings + 1 + sched.persistent
     assert f"setmaxnreg.dec.sync.aligned.u32 {sched.regs};" in src
     assert f"setmaxnreg.inc.sync.aligned.u32 {(504 - sched.regs) // 2 // 8 * 8};" in src
 
@@ -532,11 +533,11 @@ def test_generated_code_follows_the_schedule(override):
         (128, False, {}),
         (128, False, {"regs": 32}),
         (128, False, {"regs": 40, "pingpong": False}),
-        (128, False, {"persistent": True}),
+        (128, True, {"persistent": False}),
         (256, True, {"persistent": True}),
         (64, True, {"bm": 192, "bn": 128}),
     ],
-    ids=["default", "regs=32", "regs=40", "persistent", "persistent-d256-causal", "bm=192"],
+    ids=["default", "regs=32", "regs=40", "tile-per-cta", "persistent-d256-causal", "bm=192"],
 )
 def test_setmaxnreg_asks_no_more_than_the_launch_gave(d, causal, override):
     """The consumers' ``setmaxnreg.inc`` fits the registers ptxas gave the CTA: a producer
@@ -649,14 +650,29 @@ def test_causal_sections_keep_their_kv_in_l2(seqlen_k, d, dv, group):
 
 def test_persistent_schedule_keys():
     assert pick_schedule(128, 128, True, parse_override("persistent=1,grid=3")).grid == 3
-    persistent = pick_schedule(128, 128, True, parse_override("persistent=1"))
+    persistent = pick_schedule(256, 256, True, parse_override("persistent=1"))
     # the walking producer gets 32 registers (24 spilled at d 256); two consumers keep 240
-    assert (
-        persistent.persistent and persistent.regs == 32 and pick_schedule(128, 128, True).regs == 24
-    )
+    assert persistent.persistent and persistent.regs == 32
+    assert pick_schedule(128, 128, True, {"persistent": False}).regs == 24
     assert (512 - 32) // 2 // 8 * 8 == (512 - 24) // 2 // 8 * 8 == 240
-    with pytest.raises(ValueError, match="grid 3 sizes the persistent grid"):
-        pick_schedule(128, 128, True, {"grid": 3})
+    for d, override in ((256, {"grid": 3}), (128, {"grid": 3, "persistent": False})):
+        with pytest.raises(ValueError, match="grid 3 sizes the persistent grid"):
+            pick_schedule(d, d, True, override)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_walk_is_the_default_of_the_batched_kernel_up_to_d_128(causal):
+    """Persistent by default for the batched kernel at d 64 and 128, whatever the grid; one
+    CTA per tile for varlen, d 192 and 256, and any override naming a tile or pipeline key
+    (a tile tried alone keeps the walk its tests ran)."""
+    assert pick_schedule(64, 64, causal, {}).persistent
+    assert pick_schedule(128, 128, causal, {"grid": 5}).persistent
+    assert pick_schedule(128, 128, causal, {}).regs == 32
+    assert not pick_schedule(128, 128, causal, {}, varlen=True).persistent
+    assert not pick_schedule(192, 128, causal, {}).persistent
+    assert not pick_schedule(256, 256, causal, {}).persistent
+    for override in ({"bn": 128}, {"pingpong": False}, {"early_rescale": True}, {"bm": 192}):
+        assert not pick_schedule(64, 64, causal, override).persistent
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -678,7 +694,8 @@ def test_persistent_kernel_walks_tiles_on_one_cta_per_sm(causal):
         )
 
     sched = pick_schedule(128, 128, causal, {"persistent": True, "grid": 7})
-    src, plain = cuda(make_flash_fwd, sched), cuda(make_flash_fwd, pick_schedule(128, 128, causal))
+    plain = cuda(make_flash_fwd, pick_schedule(128, 128, causal, {"persistent": False}))
+    src = cuda(make_flash_fwd, sched)
     init = r"mbarrier_init_init_shared_b64\(.*\(uint\)(\d+)\);"
     assert len(re.findall(init, src)) == len(re.findall(init, plain)) + 1
     assert re.findall(init, src).count("8") == 2 * sched.stages + 1  # K, V empties; Q free

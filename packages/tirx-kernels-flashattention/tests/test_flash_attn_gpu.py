@@ -68,6 +68,7 @@ SCHEDULES = (
     {"bm": 192, "bn": 128, "pingpong": False},
     {"bm": 192, "bn": 128, "pv_smem": True},  # P through shared memory, SS P V
     {"early_rescale": True},  # O rescaled under the S GEMM, before P V is issued
+    {"persistent": False},  # one CTA per tile (the default walks them at d 64 and 128)
 )
 # the persistent kernel, in tests of its own: its first GPU run hung (registers over-asked,
 # 2026-12-06), and a hang ends the process, so it must not take the other schedules with it

@@ -52,7 +52,8 @@ class Schedule:
     192 x 192 tile), each consumer a 64 x kBlockN tile, instead of the registers' A operand.
     ``persistent``: one CTA per SM walking the Q tiles (upstream's persistent schedulers;
     batched kernel only, varlen keeps one CTA per tile), so a CTA's next Q and K/V load
-    while it finishes a tile; ``grid``: that many CTAs instead of the SM count (tests).
+    while it finishes a tile; the default for d <= 128 (:func:`walks_by_default`);
+    ``grid``: that many CTAs instead of the SM count (tests).
     ``early_rescale``: with ``overlap``, O is rescaled by the previous block's correction
     between issuing S and P V, under the S GEMM, instead of after P V completes (upstream's
     ``RescaleOBeforeGemm``, which it takes for head dims above 128; opt-in until timed).
@@ -127,20 +128,31 @@ def parse_override(text: str) -> dict:
     return out
 
 
-def pick_schedule(d: int, dv: int, causal: bool, override: dict | None = None) -> Schedule:
-    """The default schedule for head dims (``d``, ``dv``), with ``override`` applied (None:
-    the one of ``TIRX_FLASH_ATTN_SCHEDULE``, read at each call)."""
+def pick_schedule(
+    d: int, dv: int, causal: bool, override: dict | None = None, varlen: bool = False
+) -> Schedule:
+    """The default schedule for head dims (``d``, ``dv``) of the batched or ``varlen``
+    kernel, with ``override`` applied (None: the one of ``TIRX_FLASH_ATTN_SCHEDULE``, read at
+    each call)."""
     if override is None:  # once per (head dims, mask, variable): every call of the op asks
-        return _environment_schedule(d, dv, causal, os.environ.get(ENV, ""))
-    return _schedule(d, dv, causal, override)
+        return _environment_schedule(d, dv, causal, varlen, os.environ.get(ENV, ""))
+    return _schedule(d, dv, causal, override, varlen)
 
 
 @functools.lru_cache(maxsize=256)
-def _environment_schedule(d: int, dv: int, causal: bool, text: str) -> Schedule:
-    return _schedule(d, dv, causal, dict(_parsed(text)))
+def _environment_schedule(d: int, dv: int, causal: bool, varlen: bool, text: str) -> Schedule:
+    return _schedule(d, dv, causal, dict(_parsed(text)), varlen)
 
 
-def _schedule(d: int, dv: int, causal: bool, override: dict) -> Schedule:
+def walks_by_default(d: int, override: dict, varlen: bool) -> bool:
+    """Whether the schedule is persistent unless ``override`` says: for the batched kernel
+    at d <= 128 (timed faster on every such row: docs/flash_attn_fwd.md), and only when the
+    override names no key but ``persistent`` or ``grid``, so a tile or pipeline tried alone
+    keeps one CTA per tile, the pairing its tests ran."""
+    return not varlen and d <= 128 and set(override) <= {"persistent", "grid"}
+
+
+def _schedule(d: int, dv: int, causal: bool, override: dict, varlen: bool = False) -> Schedule:
     bn = override.get("bn", default_bn(d, dv, causal))
     if bn % 16 or not 16 <= bn <= 256:
         raise ValueError(f"kBlockN {bn} must be a multiple of 16 in 16..256")
@@ -162,7 +174,7 @@ def _schedule(d: int, dv: int, causal: bool, override: dict) -> Schedule:
     overlap = override.get("overlap", True)
     # upstream's UseSchedulerBarrier (16-bit inputs): intra-warpgroup overlap and d <= 128
     pingpong = override.get("pingpong", d <= 128) and overlap
-    persistent = override.get("persistent", False)
+    persistent = override.get("persistent", walks_by_default(d, override, varlen))
     # the persistent producer walks tiles: 24 registers spill (d 256, d 192 causal); 32
     # leave two consumers 232
     regs = override.get("regs", 24 if bm == BM and not persistent else 32)

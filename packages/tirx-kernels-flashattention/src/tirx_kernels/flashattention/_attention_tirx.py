@@ -126,7 +126,7 @@ def make_flash_fwd_varlen(heads_q, heads_kv, d, dv, dtype, causal, schedule=None
 def _build(heads_q, heads_kv, d, dv, dtype, causal, schedule, varlen):
     """The kernel over 2D views of Q, K, V and Out; ``varlen``: sequence offsets from
     ``cu_seqlens`` arguments, else ``batch`` sequences of equal lengths."""
-    sched = schedule or pick_schedule(d, dv, causal, {})
+    sched = schedule or pick_schedule(d, dv, causal, {}, varlen)
     persistent = sched.persistent and not varlen
     # causal tiles differ in length: they are handed out by an atomic counter, longest
     # first (upstream's DynamicPersistentTileScheduler); the others are walked statically

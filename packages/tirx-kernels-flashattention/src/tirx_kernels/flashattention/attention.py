@@ -51,7 +51,7 @@ def _kernel(varlen, q, v, causal: bool, schedule=None):
     the environment's default (:func:`pick_schedule`) when None."""
     heads_q, d = q.shape[-2:]
     heads_kv, dv = v.shape[-2:]
-    schedule = schedule or pick_schedule(d, dv, causal)
+    schedule = schedule or pick_schedule(d, dv, causal, varlen=varlen)
     dtype = _TORCH_DTYPES[q.dtype]
     return compiled(varlen, heads_q, heads_kv, d, dv, dtype, causal, schedule), schedule
 

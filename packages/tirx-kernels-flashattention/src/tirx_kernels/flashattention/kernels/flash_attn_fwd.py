@@ -219,8 +219,12 @@ def run_bench(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal
         from .. import _references
 
         refs["flashinfer_fa3"] = lambda: _references.batched(q, k, v, causal, scale)
-    # one CTA per SM walking the tiles (upstream's persistent schedulers)
-    refs["tirx_persistent"] = lambda: _launch_with(data, scale, causal, {"persistent": True})
+    # the other tile walk beside the default: one CTA per SM walking the tiles (upstream's
+    # persistent schedulers), or one CTA per tile where the walk is the default
+    walks = pick_schedule(d, dv, causal, {}).persistent
+    refs["tirx_tile_per_cta" if walks else "tirx_persistent"] = lambda: _launch_with(
+        data, scale, causal, {"persistent": not walks}
+    )
     refs["tirx_early_rescale"] = lambda: _launch_with(data, scale, causal, {"early_rescale": True})
     if d == 64:  # upstream's d 64 tiles (three consumer warpgroups), timed beside the default
         refs["tirx_bm192"] = lambda: _launch_with(data, scale, causal, {"bm": 192, "bn": 128})

@@ -76,7 +76,7 @@ BENCH_CONFIGS = [config for kind, config in _MATRIX if kind == "bench"]
 
 def get_kernel(dtype, heads_q, heads_kv, d, dv, causal, **_):
     """The kernel of every packed batch of these heads (sizes are launch arguments)."""
-    schedule = pick_schedule(d, dv, causal)
+    schedule = pick_schedule(d, dv, causal, varlen=True)
     return make_flash_fwd_varlen(heads_q, heads_kv, d, dv, dtype, causal, schedule)
 
 
