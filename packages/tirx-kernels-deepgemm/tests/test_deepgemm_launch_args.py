@@ -16,6 +16,7 @@ from tirx_kernels.core import host, testing
 from tirx_kernels.deepgemm import fp8_gemm, m_grouped
 from tirx_kernels.deepgemm._gemm_1d2d_tirx import make_gemm_1d2d
 from tirx_kernels.deepgemm._gemm_tirx import make_fp8_gemm_nt
+from tirx_kernels.deepgemm._quant import sfa_rows
 
 E4M3, F32, BF16, I32 = torch.float8_e4m3fn, torch.float32, torch.bfloat16, torch.int32
 
@@ -148,7 +149,7 @@ def test_wide_tile_launch_matches_the_kernel(launched, M, cluster, multicast_a):
     N, K = 512, 384
     sfa = torch.ones(M, K // 128, dtype=F32)
     args = (torch.zeros(M, K, dtype=E4M3), torch.zeros(N, K, dtype=E4M3))
-    args += (fp8_gemm._sfa_mn_major(sfa), torch.ones(N // 128, K // 128, dtype=F32))
+    args += (sfa_rows(sfa), torch.ones(N // 128, K // 128, dtype=F32))
     args += (torch.empty(M, N, dtype=BF16), torch.zeros(1, dtype=I32))
     fp8_gemm.compiled_gemm_1d2d("normal", N, K, 256, 128, 1, cluster, multicast_a)(*args)
     assert len(launched) == 1

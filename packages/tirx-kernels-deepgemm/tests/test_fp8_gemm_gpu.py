@@ -13,11 +13,11 @@ from tirx_kernels.deepgemm import _gemm_schedule as schedule
 from tirx_kernels.deepgemm import fp8_gemm as fp8_gemm_module
 from tirx_kernels.deepgemm._quant import calc_diff
 from tirx_kernels.deepgemm.fp8_gemm import (
-    _sfa_mn_major,
     compiled_fp8_gemm_nt,
     compiled_gemm_1d2d,
     fp8_gemm_nt,
     no_index,
+    sfa_rows,
 )
 from tirx_kernels.deepgemm.kernels import fp8_gemm_nt as kernel
 
@@ -49,7 +49,7 @@ def test_basic_schedule_serves_every_m_with_one_kernel(monkeypatch):
 @pytest.mark.parametrize("M", [1, 300])
 def test_basic_n_tiles(M, bn):
     aq, sfa, bq, sfb, d = kernel.prepare_data(M, 384, 256, seed=M)
-    compiled_fp8_gemm_nt(384, 256, bn)(aq, bq, _sfa_mn_major(sfa), sfb, d)
+    compiled_fp8_gemm_nt(384, 256, bn)(aq, bq, sfa_rows(sfa), sfb, d)
     want = kernel.reference(aq, sfa, bq, sfb)
     assert calc_diff(d, want) <= kernel.MAX_DIFF
 
@@ -60,9 +60,7 @@ def test_basic_n_tiles(M, bn):
 @pytest.mark.parametrize("M", [1, 300])
 def test_prefetch_tile_shapes(M, bm, bn, K):
     aq, sfa, bq, sfb, d = kernel.prepare_data(M, 384, K, seed=M)
-    compiled_gemm_1d2d("normal", 384, K, bm, bn)(
-        aq, bq, _sfa_mn_major(sfa), sfb, d, no_index(aq.device)
-    )
+    compiled_gemm_1d2d("normal", 384, K, bm, bn)(aq, bq, sfa_rows(sfa), sfb, d, no_index(aq.device))
     want = kernel.reference(aq, sfa, bq, sfb)
     assert torch.isfinite(d).all()
     assert calc_diff(d, want) <= kernel.MAX_DIFF
@@ -73,7 +71,7 @@ def test_prefetch_tile_shapes(M, bm, bn, K):
 def test_multicast_pairs(M, bm, bn):
     aq, sfa, bq, sfb, d = kernel.prepare_data(M, 512, 384, seed=M)
     compiled_gemm_1d2d("normal", 512, 384, bm, bn, cluster=2)(
-        aq, bq, _sfa_mn_major(sfa), sfb, d, no_index(aq.device)
+        aq, bq, sfa_rows(sfa), sfb, d, no_index(aq.device)
     )
     want = kernel.reference(aq, sfa, bq, sfb)
     assert torch.isfinite(d).all()
@@ -107,7 +105,7 @@ def test_wide_tiles_both_halves(M, K, cluster, multicast_a):
     """BLOCK_M 256 (opt-in): each 128-row half of every tile, not only the whole, matches."""
     aq, sfa, bq, sfb, d = kernel.prepare_data(M, 512, K, seed=M + K)
     compiled_gemm_1d2d("normal", 512, K, schedule.WIDE_BM, 128, 1, cluster, multicast_a)(
-        aq, bq, _sfa_mn_major(sfa), sfb, d, no_index(aq.device)
+        aq, bq, sfa_rows(sfa), sfb, d, no_index(aq.device)
     )
     want = kernel.reference(aq, sfa, bq, sfb)
     assert torch.isfinite(d).all()
@@ -127,7 +125,7 @@ def test_wide_tiles_walked_by_few_ctas(cluster, multicast_a):
     func = make_gemm_1d2d(
         "normal", N, K, schedule.WIDE_BM, 128, num_sms=4, cluster=cluster, multicast_a=multicast_a
     )
-    toolchain.compile(func)(aq, bq, _sfa_mn_major(sfa), sfb, d, no_index(aq.device))
+    toolchain.compile(func)(aq, bq, sfa_rows(sfa), sfb, d, no_index(aq.device))
     want = kernel.reference(aq, sfa, bq, sfb)
     assert torch.isfinite(d).all()
     for rows in torch.arange(M, device=d.device).split(128):

@@ -16,7 +16,7 @@ from tirx_kernels.deepgemm._quant import (
     per_block_cast_to_fp8,
     per_token_cast_to_fp8,
 )
-from tirx_kernels.deepgemm.fp8_gemm import _check, _sfa_mn_major, fp8_gemm_nt
+from tirx_kernels.deepgemm.fp8_gemm import _check, fp8_gemm_nt, sfa_rows
 from tirx_kernels.deepgemm.kernels import fp8_gemm_nt as kernel
 
 E4M3, F32, BF16 = torch.float8_e4m3fn, torch.float32, torch.bfloat16
@@ -87,15 +87,18 @@ def test_the_op_and_the_wrapper_check_before_launching():
         fp8_gemm_nt(good["a"], (good["b"], good["sfb"]), good["d"])
 
 
-def test_aligned_mn_major_sfa_is_read_in_place_and_row_major_is_transposed():
+def test_aligned_mn_major_sfa_is_read_in_place_and_row_major_is_copied_aligned():
+    """The kernel copies each K block's A scales as one 16-byte-aligned row: MP is M
+    rounded up to 4 floats, in place or in a copy."""
     sfa = torch.arange(5 * 3, dtype=F32).view(5, 3)
     aligned = get_mn_major_tma_aligned_tensor(sfa)
     assert aligned.stride() == (1, 8) and torch.equal(aligned, sfa)
-    view = _sfa_mn_major(aligned)
+    view = sfa_rows(aligned)
     assert view.shape == (3, 8) and view.data_ptr() == aligned.data_ptr()
     assert torch.equal(view[:, :5], sfa.t())
-    copied = _sfa_mn_major(sfa)
-    assert copied.shape == (3, 5) and torch.equal(copied, sfa.t())
+    copied = sfa_rows(sfa)
+    assert copied.shape == (3, 8) and torch.equal(copied[:, :5], sfa.t())
+    assert sfa_rows(torch.empty(16, dtype=F32)[1:].view(5, 3)).data_ptr() % 16 == 0
     assert get_mn_major_tma_aligned_tensor(aligned) is aligned
 
 
@@ -201,16 +204,21 @@ def test_multicast_kernel_launches_pairs_and_frees_slots_in_both_ctas():
         make_gemm_1d2d("masked", 256, 384, 128, 64, 2, cluster=2)
 
 
-def test_prefetch_kernel_loads_the_next_scales_between_issue_and_wait():
+def test_scales_reach_the_consumers_through_shared_memory():
+    """Upstream's scale path: the producer copies each K block's A scales with the stage
+    (bulk copy on the stage's mbarrier), the consumers stage the tile's B scales between two
+    barriers of theirs, and no global scale load is left in their K loop (one there stalled
+    the next wgmma issue on its latency)."""
     from tirx_kernels.core import toolchain
     from tirx_kernels.deepgemm._gemm_1d2d_tirx import make_gemm_1d2d
 
     src = toolchain.cuda_source(toolchain.compile(make_gemm_1d2d("normal", 256, 384, 64, 64)))
     assert "m64n32k32_f32_e4m3_e4m3" in src  # BLOCK_M 64: each warpgroup half the columns
-    body = src[src.index("setmaxnreg_inc_sync_aligned_u32_232();\n    alignas") :]
-    commit = body.index("commit_group_sync_aligned();")
-    wait = body.index("wait_group_sync_aligned_0();", commit)
-    assert "SFA_ptr[" in body[commit:wait] and "SFB_ptr[" in body[commit:wait]
+    producer, consumers = src.split("setmaxnreg_inc_sync_aligned_u32_232();")
+    assert "complete_tx::bytes" in src  # the copy's definition, then the producer's one call
+    assert producer.count("tirx_kernels_bulk_load(") == 2
+    assert "SFA_ptr[" not in consumers and consumers.count("SFB_ptr[") == 1
+    assert consumers.count("bar_sync_count_sync((uint)1, (uint)256);") == 2
     with pytest.raises(ValueError, match=r"\(bm, bn\) must be in"):
         make_gemm_1d2d("normal", 256, 384, 128, 256)
 

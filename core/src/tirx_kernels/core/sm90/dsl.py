@@ -206,6 +206,20 @@ def fence_registers(regs, count):
         T.cuda.func_call(name, *[regs[first + i] for i in range(width)], source)
 
 
+def bulk_load(dst, src, nbytes, mbar):
+    """A 1-D TMA bulk copy of ``nbytes`` (a multiple of 16) from global ``src`` (a pointer,
+    16-byte aligned) to shared ``dst`` (a 32-bit shared address, 16-byte aligned), completing
+    on the mbarrier at shared address ``mbar``: for small contiguous rows, such as a tile's
+    scales, that need no tensor map."""
+    source = (
+        "\n__forceinline__ __device__ void tirx_kernels_bulk_load(unsigned dst, const void* src, "
+        "unsigned nbytes, unsigned mbar) {\n"
+        '  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes '
+        '[%0], [%1], %2, [%3];" :: "r"(dst), "l"(src), "r"(nbytes), "r"(mbar) : "memory");\n}\n'
+    )
+    T.cuda.func_call("tirx_kernels_bulk_load", dst, src, nbytes, mbar, source)
+
+
 @T.inline
 def store_acc(acc, out, row0, col0, n, rows, cols, check_rows, check_cols, packed):
     """Store a warpgroup's 64 x n f32 accumulator to ``out`` at (row0, col0), converted to

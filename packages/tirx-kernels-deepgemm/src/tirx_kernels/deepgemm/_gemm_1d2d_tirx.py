@@ -67,6 +67,7 @@ FP8 = "float8_e4m3fn"
 KINDS = ("normal", "contiguous", "masked")
 _PRODUCER_REGS, _CONSUMER_REGS = 40, 232
 _MMA_K = 32  # e4m3 wgmma K per instruction
+SFB_BARRIER = 1  # named barrier of the consumer warpgroups (0 is the CTA's)
 
 
 def check_domain(N: int, K: int, num_groups: int = 1) -> None:
@@ -116,12 +117,6 @@ def warpgroup_origin(bm: int, bn: int, w):
     return (w * 64, 0) if bm >= 128 else (0, w * (bn // 2))
 
 
-def _second_half(row, row_base, row_end, tm, bm):
-    """The A-scale row 128 below ``row`` (a row of the tile's first half, clamped as it is):
-    the same thread's row in the second half of a 256-row tile."""
-    return T.min(row + 128 + (row_base - tm * bm), row_end - 1) - (row_base - tm * bm)
-
-
 @T.inline
 def _store_rows(buf, D, row, col, wn, row_end, n, packed):
     """A warpgroup's 64 x ``wn`` accumulator ``buf`` into D at (row, col) as bf16 pairs from
@@ -160,6 +155,17 @@ def _load_operand(arena, offset, rows, src, bar, row, kb, mode, share, rank):
         dsl.tma_load_tile(
             view, src, bar, (row + rank * (rows // share), kb * BK), mode, 1, cta_mask=3
         )
+
+
+@T.inline
+def _stage_sfb(sfb_s, SFB, sfb_row, kb_count, ct):
+    """The tile's B scales (one per K block) into shared memory by the 256 consumer threads
+    (``ct`` their index), between two barriers of theirs: the first waits until the last
+    tile's are read."""
+    T.ptx.bar.sync(T.uint32(SFB_BARRIER), T.uint32(256))
+    for kb in T.serial(ct, kb_count, step=256):
+        sfb_s[kb] = SFB[sfb_row, kb]
+    T.ptx.bar.sync(T.uint32(SFB_BARRIER), T.uint32(256))
 
 
 @T.inline
@@ -210,15 +216,13 @@ def make_gemm_1d2d(
     G = num_groups if kind != "normal" else 1
     BM, BN = bm, bn
     WN, WAVES = warpgroup_shape(BM, BN)  # columns of a warpgroup's wgmma, 128-row waves
-    NSC = 2 * WAVES + 1  # scales of one K block: [sfa rows r, r + 8] per wave, then sfb
     A_BYTES, B_BYTES = BM * BK, BN * BK
     clusters = num_sms // CL  # persistent grid: one CTA per SM, in clusters of CL
-    stages = stages or prefetch_stages(BM, BN)
+    stages = stages or prefetch_stages(BM, BN, K // BK)
     smem = stages * (A_BYTES + B_BYTES)
     kb_count, nb_count = K // BK, N // BN
     if nb_count % CN:
         raise ValueError(f"fp8 1d2d gemm: A multicast pairs N tiles: N / bn must be even, got {N}")
-    pairs = (kb_count + 1) // 2
     mode = Swizzle.B128
     desc_a = kmajor_descriptor_base(mode, BM)
     desc_b = kmajor_descriptor_base(mode, BN)
@@ -256,6 +260,8 @@ def make_gemm_1d2d(
         rank = T.cuda.block_idx("x") % CL  # this CTA's tile of its cluster's pair
         first = T.cuda.block_idx("x") // CL
         arena = T.alloc_shared((smem,), FP8, scope="shared.dyn", align=1024)
+        sfa_s = T.alloc_shared((stages * BM,), "float32", align=128)  # A scales, per slot
+        sfb_s = T.alloc_shared((kb_count,), "float32", align=16)  # the tile's B scales
         ring = dsl.Ring(stages)
         # tile walk state (tiles of a cluster): [total, group, first tile of the group,
         # M tiles of the group]
@@ -281,12 +287,15 @@ def make_gemm_1d2d(
                 for t in T.serial(first, walk[0], step=clusters):
                     walk_to_group_of(walk, t, IDX, group_m)
                     tm, tn = _cluster_tile(t, walk, nb_count, CM, CN, rank)
-                    a_row, _, b_row, _, _ = _tile_coords(
+                    a_row, _, b_row, sfa_kb0, _ = _tile_coords(
                         kind, tm, tn, walk[1], IDX, group_m, M, N, BM, BN, kb_count
                     )
+                    # the tile's A scales of a K block: one contiguous row of SFA, clipped
+                    # at its end (a multiple of 4 floats: 16-byte copies)
+                    sfa_bytes = T.max(T.min(BM, MP - tm * BM), 0) * 4
                     for kb in T.serial(kb_count):
                         ring.producer_acquire()
-                        ring.producer_expect(A_BYTES + B_BYTES)
+                        ring.producer_expect(A_BYTES + B_BYTES + sfa_bytes)
                         _load_operand(
                             arena,
                             ring.stage * A_BYTES,
@@ -311,6 +320,13 @@ def make_gemm_1d2d(
                             CM,
                             rank,
                         )
+                        if sfa_bytes > 0:  # (none for a pair's spare tile past M)
+                            dsl.bulk_load(
+                                T.cuda.cvta_generic_to_shared(sfa_s.ptr_to([ring.stage * BM])),
+                                SFA.ptr_to([sfa_kb0 + kb, tm * BM]),
+                                T.cast(sfa_bytes, "uint32"),
+                                T.cuda.cvta_generic_to_shared(ring.full_bar()),
+                            )
                         ring.advance()
                 if T.constexpr(CL > 1):
                     ring.producer_tail()
@@ -318,9 +334,7 @@ def make_gemm_1d2d(
             T.ptx.setmaxnreg.inc.sync.aligned.u32(_CONSUMER_REGS)
             acc = T.alloc_local((WN // 2,), "float32")
             final = T.alloc_local((WAVES * WN // 2,), "float32")
-            # ping-pong scale registers: NSC of this K block, NSC of the next
-            sc = T.alloc_local((2 * NSC,), "float32")
-            scale = T.alloc_local((2,), "float32")
+            scale = T.alloc_local((2 * WAVES,), "float32")
             packed = T.local_scalar("uint32")
             lane = tid % 32
             base = dsl.smem_addr(arena)
@@ -329,75 +343,54 @@ def make_gemm_1d2d(
             a_wg = T.uint32(m_off * BK)
             b_wg = T.uint32(n_off * BK)
             t_in = tid % 128
-            r_in = m_off + 16 * (t_in // 32) + (t_in % 32) // 4
+            r_in = m_off + 16 * (t_in // 32) + (t_in % 32) // 4  # the tile row of acc[0]
             for t in T.serial(first, walk[0], step=clusters):
                 walk_to_group_of(walk, t, IDX, group_m)
                 tm, tn = _cluster_tile(t, walk, nb_count, CM, CN, rank)
-                # D rows of this tile: [row_base, row_end); A scale rows past the end read
-                # the last valid row (their outputs are never stored)
-                row_base, row_end, _, sfa_kb0, sfb_row = _tile_coords(
+                # D rows of this tile: [row_base, row_end)
+                row_base, row_end, _, _, sfb_row = _tile_coords(
                     kind, tm, tn, walk[1], IDX, group_m, M, N, BM, BN, kb_count
                 )
-                row0 = T.min(row_base + r_in, row_end - 1) - (row_base - tm * BM)
-                row1 = T.min(row_base + r_in + 8, row_end - 1) - (row_base - tm * BM)
+                _stage_sfb(sfb_s, SFB, sfb_row, kb_count, tid - 128)
                 # contiguous: a warpgroup whose first row is padding (-1) skips its wgmmas
                 valid = _valid(kind, IDX, tm * BM + m_off)
                 for i in T.unroll(WAVES * WN // 2):
                     final[i] = T.float32(0)
                 if valid:
-                    sc[0] = SFA[sfa_kb0, row0]
-                    sc[1] = SFA[sfa_kb0, row1]
-                    if T.constexpr(WAVES == 2):  # the second half's rows, 128 further
-                        sc[2] = SFA[sfa_kb0, _second_half(row0, row_base, row_end, tm, BM)]
-                        sc[3] = SFA[sfa_kb0, _second_half(row1, row_base, row_end, tm, BM)]
-                    sc[NSC - 1] = SFB[sfb_row, 0]
-                    for kp in T.serial(pairs):
-                        for p in T.unroll(2):
-                            kb = kp * 2 + p
-                            if kb < kb_count:
-                                ring.consumer_wait()
-                                for wave in T.unroll(WAVES):
-                                    da = dsl.descriptor(
-                                        desc_a,
-                                        base
-                                        + T.cast(ring.stage * A_BYTES, "uint32")
-                                        + a_wg
-                                        + T.uint32(wave * 128 * BK),
-                                    )
-                                    db = dsl.descriptor(
-                                        desc_b,
-                                        base
-                                        + T.cast(stages * A_BYTES + ring.stage * B_BYTES, "uint32")
-                                        + b_wg,
-                                    )
-                                    dsl.wgmma_fence()
-                                    dsl.mma_ksteps(
-                                        acc, da, db, a_steps, b_steps, T.bool(False), WN, FP8
-                                    )
-                                    dsl.wgmma_commit()
-                                    if wave == 0:
-                                        # the next K block's scales load while the wgmmas run
-                                        kn = T.min(kb + 1, kb_count - 1)
-                                        sc[NSC * (1 - p)] = SFA[sfa_kb0 + kn, row0]
-                                        sc[NSC * (1 - p) + 1] = SFA[sfa_kb0 + kn, row1]
-                                        if T.constexpr(WAVES == 2):
-                                            r2 = _second_half(row0, row_base, row_end, tm, BM)
-                                            r3 = _second_half(row1, row_base, row_end, tm, BM)
-                                            sc[NSC * (1 - p) + 2] = SFA[sfa_kb0 + kn, r2]
-                                            sc[NSC * (1 - p) + 3] = SFA[sfa_kb0 + kn, r3]
-                                        sc[NSC * (2 - p) - 1] = SFB[sfb_row, kn]
-                                    dsl.wgmma_wait(0)
-                                    if wave == WAVES - 1:
-                                        _release(ring, lane, rank, CL)
-                                    scale[0] = sc[NSC * p + 2 * wave] * sc[NSC * p + NSC - 1]
-                                    scale[1] = sc[NSC * p + 2 * wave + 1] * sc[NSC * p + NSC - 1]
-                                    # registers 4j, 4j+1: row r_in; 4j+2, 4j+3: row r_in + 8
-                                    for i in T.unroll(WN // 2):
-                                        final[wave * (WN // 2) + i] = (
-                                            final[wave * (WN // 2) + i]
-                                            + scale[(i // 2) % 2] * acc[i]
-                                        )
-                                ring.advance()
+                    for kb in T.serial(kb_count):
+                        ring.consumer_wait()
+                        # the K block's scales, read before the slot is freed
+                        for wave in T.unroll(WAVES):
+                            row = ring.stage * BM + r_in + wave * 128
+                            scale[2 * wave] = sfa_s[row] * sfb_s[kb]
+                            scale[2 * wave + 1] = sfa_s[row + 8] * sfb_s[kb]
+                        for wave in T.unroll(WAVES):
+                            da = dsl.descriptor(
+                                desc_a,
+                                base
+                                + T.cast(ring.stage * A_BYTES, "uint32")
+                                + a_wg
+                                + T.uint32(wave * 128 * BK),
+                            )
+                            db = dsl.descriptor(
+                                desc_b,
+                                base
+                                + T.cast(stages * A_BYTES + ring.stage * B_BYTES, "uint32")
+                                + b_wg,
+                            )
+                            dsl.wgmma_fence()
+                            dsl.mma_ksteps(acc, da, db, a_steps, b_steps, T.bool(False), WN, FP8)
+                            dsl.wgmma_commit()
+                            dsl.wgmma_wait(0)
+                            if wave == WAVES - 1:
+                                _release(ring, lane, rank, CL)
+                            # registers 4j, 4j+1: row r_in; 4j+2, 4j+3: row r_in + 8
+                            for i in T.unroll(WN // 2):
+                                final[wave * (WN // 2) + i] = (
+                                    final[wave * (WN // 2) + i]
+                                    + scale[2 * wave + (i // 2) % 2] * acc[i]
+                                )
+                        ring.advance()
                 else:
                     # upstream's skipped block: consume the stages, store zeros
                     for _kb in T.serial(kb_count):

@@ -109,9 +109,10 @@ def pick_block(
     return best
 
 
-def prefetch_stages(bm: int, bn: int) -> int:
-    """The deepest (A, B) K-block ring of the prefetch schedule that fits shared memory."""
-    return min(PREFETCH_MAX_STAGES, SMEM_BUDGET // (bm * BK + bn * BK))
+def prefetch_stages(bm: int, bn: int, kb_count: int = 0) -> int:
+    """The deepest K-block ring of the prefetch schedule (A, B and the A scales per slot)
+    that fits shared memory beside the tile's ``kb_count`` B scales."""
+    return min(PREFETCH_MAX_STAGES, (SMEM_BUDGET - 4 * kb_count) // (bm * BK + bn * BK + 4 * bm))
 
 
 def multicast() -> bool:

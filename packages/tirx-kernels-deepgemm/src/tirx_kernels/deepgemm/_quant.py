@@ -77,6 +77,23 @@ def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
     return out[..., :mn].transpose(-1, -2)
 
 
+def sfa_rows(sfa: torch.Tensor) -> torch.Tensor:
+    """sfa (M, KB) or (G, M, KB) as the kernels' (KB, MP) / (G*KB, MP) row-major matrix
+    (``[g*KB + kb, m] = sfa[g, m, kb]``), MP a multiple of 4 and the start 16-byte aligned,
+    as the TMA of its rows needs: read in place when it has
+    ``get_mn_major_tma_aligned_tensor``'s layout inside its storage, else copied into it."""
+    aligned = get_mn_major_tma_aligned_tensor(sfa)
+    kb, mp = aligned.shape[-1], aligned.stride(-1)
+    groups = aligned.shape[0] if aligned.dim() == 3 else 1
+    need = (aligned.storage_offset() + groups * kb * mp) * aligned.element_size()
+    if kb > 1 and aligned.data_ptr() % 16 == 0 and need <= aligned.untyped_storage().nbytes():
+        return aligned.as_strided((groups * kb, mp), (mp, 1))
+    rows = aligned.shape[-2]
+    out = torch.empty((groups, kb, mp), dtype=sfa.dtype, device=sfa.device)
+    out[..., :rows].copy_(sfa.reshape(groups, rows, kb).transpose(1, 2))
+    return out.view(groups * kb, mp)
+
+
 def calc_diff(x: torch.Tensor, y: torch.Tensor) -> float:
     """DeepGEMM's accuracy metric: 1 - 2 sum(xy) / sum(x^2 + y^2), in float64."""
     x, y = x.double(), y.double()

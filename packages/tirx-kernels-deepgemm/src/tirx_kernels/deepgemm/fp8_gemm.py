@@ -39,7 +39,7 @@ from tirx_kernels.core.ops import public_op
 from ._gemm_1d2d_tirx import make_gemm_1d2d
 from ._gemm_schedule import multicast, num_sms, pick_bn, pick_layout, schedule
 from ._gemm_tirx import make_fp8_gemm_nt
-from ._quant import get_mn_major_tma_aligned_tensor
+from ._quant import get_mn_major_tma_aligned_tensor, sfa_rows
 
 __all__ = [
     "compiled_fp8_gemm_nt",
@@ -140,18 +140,6 @@ def _check(d, a, sfa, b, sfb) -> tuple[int, int, int]:
     return M, N, K
 
 
-def _sfa_mn_major(sfa: torch.Tensor) -> torch.Tensor:
-    """sfa (M, KB) as a (KB, MP) row-major view: in place when sfa is MN-major with a row
-    stride MP >= M inside its storage (get_mn_major_tma_aligned_tensor's layout), else a copy."""
-    M, kb = sfa.shape
-    mp = sfa.stride(1)
-    if kb > 1 and sfa.stride(0) == 1 and mp >= M:
-        need = (sfa.storage_offset() + kb * mp) * sfa.element_size()
-        if need <= sfa.untyped_storage().nbytes():
-            return sfa.as_strided((kb, mp), (mp, 1))
-    return sfa.t().contiguous()
-
-
 _PLANS: dict = {}
 _sig = host.signature
 
@@ -171,11 +159,11 @@ def _resolve(d, a, sfa, b, sfb) -> Callable:
         return host.nothing
     if schedule() == "basic":
         basic = host.main_of(compiled_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms())))
-        return lambda d, a, sfa, b, sfb: basic(a, b, _sfa_mn_major(sfa), sfb.contiguous(), d)
+        return lambda d, a, sfa, b, sfb: basic(a, b, sfa_rows(sfa), sfb.contiguous(), d)
     bm, bn, cluster = pick_layout(M, N, K, num_sms(), multicast())
     kernel = host.bound_on_first_call(compiled_gemm_1d2d("normal", N, K, bm, bn, cluster=cluster))
     index = no_index(a.device)
-    return lambda d, a, sfa, b, sfb: kernel(a, b, _sfa_mn_major(sfa), sfb.contiguous(), d, index)
+    return lambda d, a, sfa, b, sfb: kernel(a, b, sfa_rows(sfa), sfb.contiguous(), d, index)
 
 
 @public_op("deepgemm_fp8_gemm_nt", mutates_args=("d",))

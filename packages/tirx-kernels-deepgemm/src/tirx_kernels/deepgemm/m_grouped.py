@@ -40,7 +40,7 @@ from tirx_kernels.core.args import check_memory
 from tirx_kernels.core.ops import public_op
 
 from ._gemm_schedule import num_sms, pick_block
-from ._quant import get_mn_major_tma_aligned_tensor
+from ._quant import sfa_rows
 from .fp8_gemm import compiled_gemm_1d2d
 
 __all__ = [
@@ -163,22 +163,6 @@ def _check_masked(d, a, sfa, b, sfb, masked_m, expected_m) -> tuple[int, int, in
     _shape(fn, "d", d, (G, Mg, N), "(G, M, N)")
     _check_memories(fn, a, sfa, b, sfb, d, "masked_m", masked_m)
     return G, Mg, N, K
-
-
-def sfa_rows(sfa: torch.Tensor) -> torch.Tensor:
-    """sfa (M, KB) or (G, M, KB) as the kernel's (KB, MP) / (G*KB, MP) row-major matrix
-    (``[g*KB + kb, m] = sfa[g, m, kb]``): read in place when it has
-    ``get_mn_major_tma_aligned_tensor``'s layout inside its storage, else copied into it."""
-    aligned = get_mn_major_tma_aligned_tensor(sfa)
-    kb, mp = aligned.shape[-1], aligned.stride(-1)
-    groups = aligned.shape[0] if aligned.dim() == 3 else 1
-    need = (aligned.storage_offset() + groups * kb * mp) * aligned.element_size()
-    if kb > 1 and need <= aligned.untyped_storage().nbytes():
-        return aligned.as_strided((groups * kb, mp), (mp, 1))
-    rows = aligned.shape[-2]
-    out = torch.empty((groups, kb, mp), dtype=sfa.dtype, device=sfa.device)
-    out[..., :rows].copy_(sfa.reshape(groups, rows, kb).transpose(1, 2))
-    return out.view(groups * kb, mp)
 
 
 def _check_recipe(fn: str, recipe) -> None:

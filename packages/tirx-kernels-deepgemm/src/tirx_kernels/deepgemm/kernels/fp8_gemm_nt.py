@@ -42,8 +42,8 @@ from tirx_kernels.deepgemm._quant import (
     get_mn_major_tma_aligned_tensor,
     per_block_cast_to_fp8,
     per_token_cast_to_fp8,
+    sfa_rows,
 )
-from tirx_kernels.deepgemm.fp8_gemm import _sfa_mn_major as sfa_mn_major
 from tirx_kernels.deepgemm.fp8_gemm import (
     compiled_fp8_gemm_nt,
     compiled_gemm_1d2d,
@@ -203,7 +203,7 @@ def _wide_builder(aq, sfa, bq, sfb, d, bn, cluster, multicast_a):
     def build():
         N, K = bq.shape
         kernel = compiled_gemm_1d2d("normal", N, K, WIDE_BM, bn, 1, cluster, multicast_a)
-        args = (aq, bq, sfa_mn_major(sfa), sfb, torch.empty_like(d), no_index(aq.device))
+        args = (aq, bq, sfa_rows(sfa), sfb, torch.empty_like(d), no_index(aq.device))
         return lambda: kernel(*args)
 
     return build
@@ -223,7 +223,7 @@ def run_bench(M, N, K, **options):
         def build_no_multicast():
             kernel = compiled_gemm_1d2d("normal", N, K, bm, bn)
             out = torch.empty_like(d)
-            args = (aq, bq, sfa_mn_major(sfa), sfb, out, no_index(aq.device))
+            args = (aq, bq, sfa_rows(sfa), sfb, out, no_index(aq.device))
             return lambda: kernel(*args)
 
         references["tirx_no_multicast"] = build_no_multicast
@@ -236,7 +236,7 @@ def run_bench(M, N, K, **options):
 
         def build_basic():
             kernel = compiled_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms()))
-            sfa_t = sfa_mn_major(sfa)
+            sfa_t = sfa_rows(sfa)
             out = torch.empty_like(d)
             return lambda: kernel(aq, bq, sfa_t, sfb, out)
 
