@@ -20,12 +20,11 @@ thread, TMA-loads the A (BLOCK_M x 128) and B (BLOCK_N x 128) K-blocks (128B swi
 full/empty mbarrier ring. Warpgroups 1 and 2 (setmaxnreg 232) compute: for BLOCK_M 128 each
 owns 64 rows of the tile, for BLOCK_M 64 each owns half of its BLOCK_N columns, for BLOCK_M
 256 (the normal GEMM, opt-in) 64 rows of each 128-row half, one half after the other per K
-block with the accumulator reused (upstream's ``WAVE_BLOCK_M`` waves). Upstream
-moves the A scales into shared memory with the stage (TMA) and the tile's B scales at tile
-start, and reads them before waiting on the wgmmas; here each K block's A and B scales are
-loaded from global memory into registers for the *next* K block right after the wgmmas are
-issued (ping-pong register sets, the K loop unrolled by two), so the promotion after the
-wgmma wait uses values that arrived a whole K block earlier and never waits on memory.
+block with the accumulator reused (upstream's ``WAVE_BLOCK_M`` waves). Scales as upstream:
+the producer copies each K block's A scales (the tile's BLOCK_M floats of one ``SFA`` row)
+into the stage's slot of ``sfa_s`` with a 1-D bulk copy on the stage's mbarrier; the
+consumers stage the tile's B scales (one per K block) in ``sfb_s`` at tile start, between two
+barriers of theirs; a K block's scales are read from shared memory before its wgmmas issue.
 With ``cluster=2`` (normal GEMM only) CTA pairs along M share each B tile: each loads half
 and multicasts it to both; consumers free a slot in both CTAs, and a producer drains its
 ring before exit so no remote arrival lands after it (a pair's spare M tile past M loads
