@@ -59,14 +59,15 @@ from ._mla_decode_tirx import (
     wgmma_ops,
 )
 from ._mla_decode_v2_tirx import _mma_sv
-from ._mla_pages_tma_tirx import HALVES, TmaPages
+from ._mla_pages_tma_tirx import TILES, TmaPages
 
 P0_OFF = TILE_BYTES * 3  # warpgroup 0's P tile, after Q and the two KV stages
 P1_OFF = 8 * BM * 128  # warpgroup 1's P tile: Q's tile 8, whose values wait in registers
 SMEM = P0_OFF + BM * PAGE * 2
 MASKED = -1e33  # a masked score (log2 units): finite, far below any real one
 M_INIT = -1e30  # the running max before any score: above MASKED, so exp2(MASKED - m) = 0
-LEFT, RIGHT = 0, 1  # the page parts (HALVES): tiles 0-3 | tiles 4-8
+# a page's halves, as its tiles (one mbarrier each): the V dims warpgroup 0 reads | the rest
+LEFT, RIGHT = tuple(range(4)), tuple(range(4, 9))
 # named barriers (0 is the CTA barrier): the handoffs between the warpgroups, and each
 # warpgroup's own 128 threads
 SCALE0, SCALE1, P0_READY, PV1_ISSUED, WG_BAR = 1, 2, 3, 4, 5
@@ -90,23 +91,22 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
         acc_o = T.alloc_local((128,), "float32")
         pa = T.alloc_local((PAGE // 4,), "uint32")
         rq8 = T.alloc_local((PAGE // 4,), "uint32")
-        pages = TmaPages(arena, dtype, HALVES)  # an expression: no new scope
+        pages = TmaPages(arena, dtype, TILES)  # an expression: no new scope
         pages.init(T.cuda.thread_idx("x"))
         return base, acc_o, (arena, xch, rowmax, scales, acc_s, pa, rq8, pages)
 
     def page_scores(stage, base, rq8, acc_s, pages, order, fresh=True):
         """``acc_s`` (= if ``fresh``, else +=) S of the page in ``stage`` (64 x 64, 4 k16
-        wgmmas per tile): the parts in ``order``, each after waiting for its barrier and
-        committed as one group; tile 8's A from registers."""
+        wgmmas per tile): the halves in ``order``, each committed as one group, each tile
+        issued as soon as its own barrier completes; tile 8's A from registers."""
         dq = dsl.descriptor(_DESC_K, base)
         dk = dsl.descriptor(_DESC_K, base + T.uint32(TILE_BYTES * (1 + stage)))
-        for n, part in enumerate(order):
-            pages.wait(stage, part)
+        for n, half in enumerate(order):
             dsl.fence_registers(acc_s, PAGE // 2)
             dsl.wgmma_fence()
-            first, last = HALVES[part]
-            for tile in range(first, last):
-                _s_tile(mma_s, acc_s, rq8, dq, dk, tile, not fresh or n > 0 or tile > first)
+            for tile in half:
+                pages.wait(stage, tile)
+                _s_tile(mma_s, acc_s, rq8, dq, dk, tile, not fresh or n > 0 or tile > half[0])
             dsl.wgmma_commit()
 
     @T.inline
@@ -119,6 +119,10 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
         r0 = 16 * ((tid % 128) // 32) + lane // 4
         if tid < BM:
             rowmax[tid] = T.float32(M_INIT)
+        if tid == 0:  # the first pages' loads overlap Q's
+            pages.issue(KC, BT, NT, req, lo, 0, LEFT + RIGHT)
+            if lo + 1 < hi:
+                pages.issue(KC, BT, NT, req, lo + 1, 1, RIGHT + LEFT)
         _load_q(Q, req, mt, base, tid, R)
         T.ptx.cp.async_.commit_group()
         T.ptx["cp.async.wait_group"](0)
@@ -127,12 +131,6 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
         for q in T.unroll(PAGE // 4):
             row = r0 + 8 * (q % 2)
             rq8[q] = arena[_p_word(P1_OFF, row, q // 2, lane)]
-        if tid == 0:
-            pages.issue(KC, BT, NT, req, lo, 0, LEFT)
-            pages.issue(KC, BT, NT, req, lo, 0, RIGHT)
-            if lo + 1 < hi:
-                pages.issue(KC, BT, NT, req, lo + 1, 1, RIGHT)
-                pages.issue(KC, BT, NT, req, lo + 1, 1, LEFT)
         # every wgmma retired inside the branch that issued it: ptxas serializes them all
         # otherwise
         if wg == 0:

@@ -27,8 +27,7 @@ from ._mla_decode_tirx import BM, D_QK, PAGE, STAGES, THREADS, TILE_BYTES, _swz,
 _CHUNKS_V = 512 * 2 // 16  # 16-byte chunks of a token's V (dims 0..511): 64
 _ZERO_STEPS = PAGE * _CHUNKS_V // THREADS
 WHOLE = ((0, D_QK // 64),)  # a page as one part: its nine 64-column tiles
-# two parts: the V dims of warpgroup 0 (0..255), and those of warpgroup 1 with the rope dims
-HALVES = ((0, 4), (4, D_QK // 64))
+TILES = tuple((j, j + 1) for j in range(D_QK // 64))  # a part (and a barrier) per tile
 
 
 class TmaPages:
@@ -53,22 +52,22 @@ class TmaPages:
         self.phases = T.uint32(0)
         T.cuda.cta_sync()
 
-    @T.inline
-    def issue(self, KC, BT, NT, req, blk, stage, part=0):
-        """(One thread.) Part ``part`` of page ``BT[req, blk]`` into KV stage ``stage``: one
-        box per tile on its barrier, the part's bytes expected (out-of-bounds rows count as
-        transferred)."""
-        first, last = self.parts[part]
+    def issue(self, KC, BT, NT, req, blk, stage, parts=(0,)):
+        """(One thread.) Parts ``parts`` of page ``BT[req, blk]`` into KV stage ``stage``:
+        each part's boxes (one per tile) on its barrier, the part's bytes expected
+        (out-of-bounds rows count as transferred)."""
         entry = BT[req, blk]
         row = T.if_then_else(page_ok(entry, NT), T.cast(entry, "int64") * PAGE, NT)
-        bar = self.full.ptr_to([stage * len(self.parts) + part])
-        T.ptx.mbarrier.arrive.expect_tx.shared.b64(bar, T.uint32((last - first) * BM * 128))
         offset = TILE_BYTES * (1 + stage)
-        for j in range(first, last):
-            view = dsl.smem_view(
-                self.arena, offset + j * BM * 128, (PAGE, 64), self.dtype, Swizzle.B128
-            )
-            dsl.tma_load_tile(view, KC, bar, (T.cast(row, "int32"), 64 * j), Swizzle.B128)
+        for part in parts:
+            first, last = self.parts[part]
+            bar = self.full.ptr_to([stage * len(self.parts) + part])
+            T.ptx.mbarrier.arrive.expect_tx.shared.b64(bar, T.uint32((last - first) * BM * 128))
+            for j in range(first, last):
+                view = dsl.smem_view(
+                    self.arena, offset + j * BM * 128, (PAGE, 64), self.dtype, Swizzle.B128
+                )
+                dsl.tma_load_tile(view, KC, bar, (T.cast(row, "int32"), 64 * j), Swizzle.B128)
 
     @T.inline
     def wait(self, stage, part=0):
