@@ -55,6 +55,7 @@ from ._mla_decode_tirx import (
     _mma_ss,
     _pv,
     check_static,
+    page_ok,
     split_kv_kernel,
     wgmma_ops,
 )
@@ -159,7 +160,7 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
         dv_b = dsl.descriptor(_DESC_V, base + T.cast(2 * TILE_BYTES + wg * _V_HALF, "uint32"))
         if wg == 0:
             # softmax of page a; publish the new max and the rescale of the old
-            _mask_scores(acc_s, PAGE, blk * PAGE, BT[req, blk], NT, lim, c0, scale_log2, MASKED)
+            _scale_scores(acc_s, blk * PAGE, BT[req, blk], NT, lim, c0, scale_log2)
             _fold_max(acc_s, acc_o, lsum, rowmax, scales, 0, r0, lane)
             T.ptx.bar.arrive(T.uint32(SCALE0), T.uint32(256))
             # O0 += P_a V_a (P from registers)
@@ -177,10 +178,13 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
             T.ptx.bar.sync(T.uint32(SCALE1), T.uint32(256))
             if T.And(t == 0, blk + 2 < hi):
                 pages.issue(KC, BT, NT, req, blk + 2, 0, LEFT)
-            # P_a on warpgroup 1's max, into the P0 tile
+            # P_a on warpgroup 1's max, into the P0 tile; the scales read before any store
+            # (nvcc keeps a shared load behind each store that might alias it)
+            for h in T.unroll(2):
+                corr[h] = scales[BM + r0 + 8 * h]
             for q in T.unroll(PAGE // 4):
-                s1 = scales[BM + r0 + 8 * (q % 2)]
-                cvt(pa[q], acc_s[2 * q + 1] * s1, acc_s[2 * q] * s1)
+                cvt(pa[q], acc_s[2 * q + 1] * corr[q % 2], acc_s[2 * q] * corr[q % 2])
+            for q in T.unroll(PAGE // 4):
                 arena[_p_word(P0_OFF, r0 + 8 * (q % 2), q // 2, lane)] = pa[q]
             T.ptx.fence.proxy.async_.shared__cta()  # P0 stores -> warpgroup 1's wgmma
             T.ptx.bar.arrive(T.uint32(P0_READY), T.uint32(256))
@@ -209,7 +213,7 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False):
             # softmax of page b on top of page a's max (masked whole without a page b)
             T.ptx.bar.sync(T.uint32(SCALE0), T.uint32(256))
             entry = T.if_then_else(has_b, BT[req, T.min(blk + 1, hi - 1)], T.int32(-1))
-            _mask_scores(acc_s, PAGE, (blk + 1) * PAGE, entry, NT, lim, c0, scale_log2, MASKED)
+            _scale_scores(acc_s, (blk + 1) * PAGE, entry, NT, lim, c0, scale_log2)
             _fold_max(acc_s, acc_o, lsum, rowmax, scales, 1, r0, lane)
             T.ptx.bar.arrive(T.uint32(SCALE1), T.uint32(256))
             if has_b:
@@ -326,10 +330,7 @@ def _fold_max(acc_s, acc_o, lsum, rowmax, scales, wg, r0, lane):
     for h in T.unroll(2):
         row = r0 + 8 * h
         mx = T.local_scalar("float32")
-        mx = T.float32(MASKED)
-        for j in T.unroll(PAGE // 8):
-            for e in T.unroll(2):
-                mx = T.max(mx, acc_s[4 * j + 2 * h + e])
+        mx = _row_max([acc_s[4 * j + 2 * h + e] for j in range(PAGE // 8) for e in range(2)])
         mx = T.cuda.warp_max(mx, 4)
         old = T.local_scalar("float32")
         old = rowmax[row]
@@ -352,6 +353,29 @@ def _fold_max(acc_s, acc_o, lsum, rowmax, scales, wg, r0, lane):
             for e in T.unroll(2):
                 acc_o[4 * j + 2 * h + e] = acc_o[4 * j + 2 * h + e] * sc
         lsum[h] = lsum[h] * sc + rs
+
+
+@T.inline
+def _scale_scores(acc_s, first_token, entry, NT, lim, c0, scale_log2):
+    """S in log2 units, masked (``MASKED``) past each row's limit and on a page outside the
+    cache; a page inside the cache and below both rows' limits (every page but a request's
+    last, not causal) skips the per-score mask."""
+    if T.And(page_ok(entry, NT), first_token + PAGE <= T.min(lim[0], lim[1])):
+        for i in T.unroll(PAGE // 2):
+            acc_s[i] = acc_s[i] * scale_log2
+    else:
+        _mask_scores(acc_s, PAGE, first_token, entry, NT, lim, c0, scale_log2, MASKED)
+
+
+def _row_max(values):
+    """The max of ``values`` as a tree of ``fmaxf`` (scores are never NaN; ``T.max`` keeps
+    NaN and costs four instructions a step, in one serial chain)."""
+    while len(values) > 1:
+        pairs = zip(values[0::2], values[1::2])
+        values = [T.call_pure_extern("fmaxf", a, b, ty="float32") for a, b in pairs] + (
+            values[-1:] if len(values) % 2 else []
+        )
+    return values[0]
 
 
 @T.inline
