@@ -78,9 +78,9 @@ def test_multicast_pairs(M, bm, bn):
     assert calc_diff(d, want) <= kernel.MAX_DIFF
 
 
-def test_default_schedule_pairs_ctas_for_a_multi_wave_shape(monkeypatch):
+def test_multicast_pairs_ctas_for_a_multi_wave_shape(monkeypatch):
     monkeypatch.delenv("TIRX_DEEPGEMM_SCHEDULE", raising=False)
-    monkeypatch.delenv("TIRX_DEEPGEMM_MULTICAST", raising=False)
+    monkeypatch.setenv("TIRX_DEEPGEMM_MULTICAST", "1")
     M, N, K = 2048, 2048, 1024
     assert schedule.pick_layout(M, N, K, schedule.num_sms(), True)[2] == 2
     aq, sfa, bq, sfb, d = kernel.prepare_data(M, N, K)

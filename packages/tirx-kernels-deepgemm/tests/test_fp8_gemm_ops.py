@@ -177,16 +177,16 @@ def test_schedule_switch(monkeypatch):
         schedule.schedule()
 
 
-def test_multicast_pairs_ctas_only_past_one_wave_and_can_be_switched_off(monkeypatch):
+def test_multicast_pairs_ctas_only_past_one_wave_and_is_opt_in(monkeypatch):
     assert schedule.pick_layout(4096, 4096, 4096, 132, True) == (128, 128, 2)
     assert schedule.pick_layout(128, 4096, 4096, 132, True)[2] == 1  # one wave: no pairs
     assert schedule.pick_layout(4096, 4096, 4096, 132, False) == (128, 128, 1)
     assert schedule.pick_layout(4096, 4096, 4096, 131, True)[2] == 1  # odd SM count
     assert schedule.block_cycles(128, 4096, 4096, 1, 128, 128, 132, cluster=2) == float("inf")
     monkeypatch.delenv("TIRX_DEEPGEMM_MULTICAST", raising=False)
-    assert schedule.multicast()
-    monkeypatch.setenv("TIRX_DEEPGEMM_MULTICAST", "0")
     assert not schedule.multicast()
+    monkeypatch.setenv("TIRX_DEEPGEMM_MULTICAST", "1")
+    assert schedule.multicast()
     monkeypatch.setenv("TIRX_DEEPGEMM_MULTICAST", "yes")
     with pytest.raises(ValueError, match="TIRX_DEEPGEMM_MULTICAST must be 0 or 1"):
         schedule.multicast()

@@ -117,8 +117,8 @@ def prefetch_stages(bm: int, bn: int, kb_count: int = 0) -> int:
 
 def multicast() -> bool:
     """Whether the prefetch schedule may pick B multicast over CTA pairs:
-    ``TIRX_DEEPGEMM_MULTICAST`` 1 (default) or 0."""
-    value = os.environ.get("TIRX_DEEPGEMM_MULTICAST", "1") or "1"
+    ``TIRX_DEEPGEMM_MULTICAST`` 1 or 0 (default: the single CTAs were faster, docs/fp8_gemm.md)."""
+    value = os.environ.get("TIRX_DEEPGEMM_MULTICAST", "0") or "0"
     if value not in ("0", "1"):
         raise ValueError(f"TIRX_DEEPGEMM_MULTICAST must be 0 or 1, got {value!r}")
     return value == "1"

@@ -15,7 +15,7 @@ one per 128x128 block of ``b``; ``d`` (M, N) bf16, written.
 CUDA graphs, ``torch.compile``). M is a run-time size: a few kernels per (N, K) (one per
 tile shape the schedule picks from M; compiled on first use) serve every M. Schedule:
 ``prefetch`` (default) or ``basic`` (the first port) by ``TIRX_DEEPGEMM_SCHEDULE``; under
-``prefetch``, ``TIRX_DEEPGEMM_MULTICAST=0`` keeps CTAs from pairing up for B multicast.
+``prefetch``, ``TIRX_DEEPGEMM_MULTICAST=1`` lets CTAs pair up for B multicast.
 
 Domain. Upstream (sm90, this recipe) needs K-major e4m3 A/B, bf16 D without C
 accumulation, 16-byte aligned rows (K % 16 == 0 for the TMA descriptors of A/B; N % 8 == 0

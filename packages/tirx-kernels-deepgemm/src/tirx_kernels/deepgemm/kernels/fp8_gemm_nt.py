@@ -211,22 +211,24 @@ def _wide_builder(aq, sfa, bq, sfb, d, bn, cluster, multicast_a):
 
 def run_bench(M, N, K, **options):
     """Kernel time (us) of ours (the selected schedule), the basic schedule (``tirx_basic``),
-    the prefetch schedule without multicast where it multicasts (``tirx_no_multicast``), the
+    the prefetch schedule with the other multicast choice where the model would pair CTAs
+    (``tirx_multicast``, or ``tirx_no_multicast`` under ``TIRX_DEEPGEMM_MULTICAST=1``), the
     opt-in 256-row tiles from M = 256 on (``tirx_bm256``, the model's CTA pair; with an
     A-sharing pair also the B-sharing one, ``tirx_bm256_share_b``),
     ``deep_gemm.fp8_gemm_nt`` and torch ``F.scaled_mm``."""
     aq, sfa, bq, sfb, d = prepare_data(M, N, K)
     references = {}
-    bm, bn, cluster = pick_layout(M, N, K, num_sms(), multicast())
-    if schedule() != "basic" and cluster > 1:
+    bm, bn, cluster = pick_layout(M, N, K, num_sms(), True)
+    if schedule() != "basic" and cluster > 1:  # the model pairs CTAs: time the other choice
 
-        def build_no_multicast():
-            kernel = compiled_gemm_1d2d("normal", N, K, bm, bn)
+        def build_other():
+            kernel = compiled_gemm_1d2d("normal", N, K, bm, bn, cluster=1 if paired else 2)
             out = torch.empty_like(d)
             args = (aq, bq, sfa_rows(sfa), sfb, out, no_index(aq.device))
             return lambda: kernel(*args)
 
-        references["tirx_no_multicast"] = build_no_multicast
+        paired = multicast()
+        references["tirx_no_multicast" if paired else "tirx_multicast"] = build_other
     if schedule() != "basic" and M >= WIDE_BM:  # the opt-in 256-row tiles, timed beside
         bm, bn, cluster, multicast_a = pick_wide_layout(M, N, K, num_sms())
         references["tirx_bm256"] = _wide_builder(aq, sfa, bq, sfb, d, bn, cluster, multicast_a)
