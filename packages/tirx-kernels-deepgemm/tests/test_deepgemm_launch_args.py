@@ -185,17 +185,35 @@ def test_a_sharing_pairs_take_the_n_tiles_two_by_two():
 
 
 @pytest.mark.parametrize("bn", [32, 64, 128])
-@pytest.mark.parametrize("bm", [64, 128, 256])
-def test_the_consumer_warpgroups_cover_a_tile_once(bm, bn):
+@pytest.mark.parametrize(("bm", "consumers"), [(64, 1), (64, 2), (128, 2), (256, 2)])
+def test_the_consumer_warpgroups_cover_a_tile_once(bm, consumers, bn):
     """Every (row, column) of a tile belongs to one consumer warpgroup and wave: the BLOCK_M
     256 kernel once gave its second warpgroup a 64-row tile's column offset."""
     from tirx_kernels.deepgemm._gemm_1d2d_tirx import warpgroup_origin, warpgroup_shape
 
     cover = torch.zeros(bm, bn, dtype=torch.int32)
-    columns, waves = warpgroup_shape(bm, bn)
-    for w in (0, 1):
-        row, col = warpgroup_origin(bm, bn, w)
+    columns, waves = warpgroup_shape(bm, bn, consumers)
+    for w in range(consumers):
+        row, col = warpgroup_origin(bm, bn, w, consumers)
         for wave in range(waves):
             first = row + 128 * wave
             cover[first : first + 64, col : col + columns] += 1
     assert torch.equal(cover, torch.ones(bm, bn, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("bn", [64, 128])
+def test_one_math_warpgroup_runs_256_threads_of_full_width_wgmmas(bn):
+    """``consumers=1`` (upstream's BLOCK_M 64 kernel): a producer and one consumer
+    warpgroup, ``m64nBN`` wgmmas, the B scales staged by 128 threads, four consumer warps
+    freeing each slot; setmaxnreg within what the launch gave, the wgmmas asynchronous."""
+    from tirx_kernels.core import toolchain
+
+    func = make_gemm_1d2d("normal", 4096, 512, 64, bn, consumers=1)
+    source, registers, spilled, serialized = toolchain.ptxas_report(func)
+    assert f"m64n{bn}k32_f32_e4m3_e4m3" in source and f"m64n{bn // 2}k32" not in source
+    assert source.count("bar_sync_count_sync((uint)1, (uint)128);") == 2
+    assert "__launch_bounds__(256, 1)" in source
+    assert not spilled and not serialized
+    assert toolchain.setmaxnreg_shortfall(source, registers) == 0
+    with pytest.raises(ValueError, match="consumers must be 2, or 1 with bm = 64"):
+        make_gemm_1d2d("normal", 4096, 512, 128, 128, consumers=1)

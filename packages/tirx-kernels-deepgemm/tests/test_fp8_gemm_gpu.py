@@ -66,6 +66,19 @@ def test_prefetch_tile_shapes(M, bm, bn, K):
     assert calc_diff(d, want) <= kernel.MAX_DIFF
 
 
+@pytest.mark.parametrize("bn", [64, 128])
+@pytest.mark.parametrize("M", [1, 65, 300])
+def test_one_math_warpgroup(M, bn):
+    """Upstream's BLOCK_M 64 kernel: one consumer warpgroup over the whole N tile."""
+    aq, sfa, bq, sfb, d = kernel.prepare_data(M, 512, 384, seed=M)
+    compiled_gemm_1d2d("normal", 512, 384, 64, bn, consumers=1)(
+        aq, bq, sfa_rows(sfa), sfb, d, no_index(aq.device)
+    )
+    want = kernel.reference(aq, sfa, bq, sfb)
+    assert torch.isfinite(d).all()
+    assert calc_diff(d, want) <= kernel.MAX_DIFF
+
+
 @pytest.mark.parametrize("bm, bn", [(128, 128), (64, 32)])
 @pytest.mark.parametrize("M", [1, 300, 520])  # 300: an odd M-tile count, a spare tile per pair
 def test_multicast_pairs(M, bm, bn):

@@ -148,20 +148,21 @@ def mma_ksteps(acc, da, db, a_steps, b_steps, accumulate, n, ab_dtype, trans_a=0
 
 
 @T.inline
-def persistent_entry(clusters, cluster, smem):
+def persistent_entry(clusters, cluster, smem, threads=384):
     """Enter a warp-specialized persistent kernel: ``clusters`` clusters of ``cluster`` CTAs
-    (along x; 1: no cluster launch) of 384 threads (a producer and two consumer warpgroups),
-    ``smem`` bytes of dynamic shared memory each, one CTA per SM."""
+    (along x; 1: no cluster launch) of ``threads`` threads (384: a producer and two consumer
+    warpgroups; 256: one consumer), ``smem`` bytes of dynamic shared memory each, one CTA
+    per SM."""
     if T.constexpr(cluster == 1):
         T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=clusters, block=384, dynamic_smem_bytes=smem),
+            launch=T.cuda.LaunchConfig(grid=clusters, block=threads, dynamic_smem_bytes=smem),
             kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
         )
     else:
         T.device_entry(
             launch=T.cuda.LaunchConfig(
                 grid=clusters * cluster,
-                block=384,
+                block=threads,
                 cluster=(cluster, 1, 1),
                 dynamic_smem_bytes=smem,
             ),
@@ -350,12 +351,13 @@ class Ring:
         self.phase = 0
 
     @T.inline
-    def setup(self, tid, cluster=1):
+    def setup(self, tid, cluster=1, consumer_warps=8):
         """The warp-specialized GEMMs' start: thread ``tid == 0`` initializes the barriers
-        (one elected lane per consumer warp of the ``cluster`` CTAs, 8 per CTA) and fences
-        them, every thread of the cluster waits for that, then all :meth:`reset`."""
+        (one elected lane per consumer warp of the ``cluster`` CTAs, ``consumer_warps`` per
+        CTA) and fences them, every thread of the cluster waits for that, then all
+        :meth:`reset`."""
         if tid == 0:
-            self.init(8 * cluster)
+            self.init(consumer_warps * cluster)
             self.fence_init(cluster > 1)
         if T.constexpr(cluster == 1):
             T.cuda.cta_sync()

@@ -18,7 +18,8 @@ sums the block's products into fp32 ``accum`` (scale-d 0 on the first of 4), the
 Schedule: 384 threads, persistent grid (one CTA per SM). Warpgroup 0 (setmaxnreg 40), one
 thread, TMA-loads the A (BLOCK_M x 128) and B (BLOCK_N x 128) K-blocks (128B swizzle) into a
 full/empty mbarrier ring. Warpgroups 1 and 2 (setmaxnreg 232) compute: for BLOCK_M 128 each
-owns 64 rows of the tile, for BLOCK_M 64 each owns half of its BLOCK_N columns, for BLOCK_M
+owns 64 rows of the tile, for BLOCK_M 64 each owns half of its BLOCK_N columns (or, with
+``consumers=1``, one warpgroup owns them all in a 256-thread CTA), for BLOCK_M
 256 (the normal GEMM, opt-in) 64 rows of each 128-row half, one half after the other per K
 block with the accumulator reused (upstream's ``WAVE_BLOCK_M`` waves). Scales as upstream:
 the producer copies each K block's A scales (the tile's BLOCK_M floats of one ``SFA`` row)
@@ -104,16 +105,16 @@ def _tile_coords(kind, tm, tn, group, idx, group_m, rows, N, BM, BN, kb_count):
     return tm * BM, rows, tn * BN, 0, sfb_col_block
 
 
-def warpgroup_shape(bm: int, bn: int) -> tuple[int, int]:
+def warpgroup_shape(bm: int, bn: int, consumers: int = 2) -> tuple[int, int]:
     """(columns, 128-row waves) of a consumer warpgroup's share of a ``bm`` x ``bn`` tile:
     BLOCK_M 128 and 256, 64 rows of each 128-row wave and every column; BLOCK_M 64, the 64
-    rows and half of the columns."""
-    return (bn, bm // 128) if bm >= 128 else (bn // 2, 1)
+    rows and the columns split over the ``consumers`` warpgroups."""
+    return (bn, bm // 128) if bm >= 128 else (bn // consumers, 1)
 
 
-def warpgroup_origin(bm: int, bn: int, w):
+def warpgroup_origin(bm: int, bn: int, w, consumers: int = 2):
     """(first row, first column) of consumer warpgroup ``w``'s share (:func:`warpgroup_shape`)."""
-    return (w * 64, 0) if bm >= 128 else (0, w * (bn // 2))
+    return (w * 64, 0) if bm >= 128 else (0, w * (bn // consumers))
 
 
 @T.inline
@@ -157,14 +158,14 @@ def _load_operand(arena, offset, rows, src, bar, row, kb, mode, share, rank):
 
 
 @T.inline
-def _stage_sfb(sfb_s, SFB, sfb_row, kb_count, ct):
-    """The tile's B scales (one per K block) into shared memory by the 256 consumer threads
-    (``ct`` their index), between two barriers of theirs: the first waits until the last
-    tile's are read."""
-    T.ptx.bar.sync(T.uint32(SFB_BARRIER), T.uint32(256))
-    for kb in T.serial(ct, kb_count, step=256):
+def _stage_sfb(sfb_s, SFB, sfb_row, kb_count, ct, threads):
+    """The tile's B scales (one per K block) into shared memory by the ``threads`` consumer
+    threads (``ct`` their index), between two barriers of theirs: the first waits until the
+    last tile's are read."""
+    T.ptx.bar.sync(T.uint32(SFB_BARRIER), T.uint32(threads))
+    for kb in T.serial(ct, kb_count, step=threads):
         sfb_s[kb] = SFB[sfb_row, kb]
-    T.ptx.bar.sync(T.uint32(SFB_BARRIER), T.uint32(256))
+    T.ptx.bar.sync(T.uint32(SFB_BARRIER), T.uint32(threads))
 
 
 @T.inline
@@ -188,11 +189,14 @@ def make_gemm_1d2d(
     stages: int | None = None,
     cluster: int = 1,
     multicast_a: bool = False,
+    consumers: int = 2,
 ):
     """The PrimFunc of GEMM type ``kind`` for one (N, K, BLOCK_M, BLOCK_N, groups);
     ``cluster=2`` (normal only): CTA pairs along M share each B tile by TMA multicast, or
     with ``multicast_a`` pairs along N share each A tile (upstream's cluster_n; N / BLOCK_N
-    must be even).
+    must be even). ``consumers=1`` (BLOCK_M 64 only): one math warpgroup of ``m64nBN``
+    wgmmas in a 256-thread CTA, as upstream's BLOCK_M 64 kernel, instead of two splitting
+    the columns.
 
     Arguments: normal ``(A, B, SFA, SFB, D)``; contiguous ``(A, B, SFA, SFB, D, IDX)``;
     masked ``(A, B, SFA, SFB, D, MASK)`` (module docstring)."""
@@ -210,11 +214,14 @@ def make_gemm_1d2d(
         raise ValueError(
             "fp8 1d2d gemm: cluster must be 1, or 2 for the normal GEMM on an even SM count"
         )
+    if consumers not in (1, 2) or (consumers == 1 and bm != 64):
+        raise ValueError("fp8 1d2d gemm: consumers must be 2, or 1 with bm = 64")
     CL = cluster
     CM, CN = (1, CL) if multicast_a else (CL, 1)  # the pair's extent along M and along N
     G = num_groups if kind != "normal" else 1
     BM, BN = bm, bn
-    WN, WAVES = warpgroup_shape(BM, BN)  # columns of a warpgroup's wgmma, 128-row waves
+    WN, WAVES = warpgroup_shape(BM, BN, consumers)  # a warpgroup's wgmma columns, waves
+    CT = 128 * consumers  # consumer threads
     A_BYTES, B_BYTES = BM * BK, BN * BK
     clusters = num_sms // CL  # persistent grid: one CTA per SM, in clusters of CL
     stages = stages or prefetch_stages(BM, BN, K // BK)
@@ -253,7 +260,7 @@ def make_gemm_1d2d(
         D: T.Tensor((M, N), "bfloat16", align=16),
         IDX: T.Tensor((M if contiguous else G,), "int32", align=4),
     ):
-        dsl.persistent_entry(clusters, CL, smem)
+        dsl.persistent_entry(clusters, CL, smem, 128 + CT)
         tid = T.cuda.thread_idx("x")
         wg = tid // 128
         rank = T.cuda.block_idx("x") % CL  # this CTA's tile of its cluster's pair
@@ -266,7 +273,7 @@ def make_gemm_1d2d(
         # M tiles of the group]
         walk = T.alloc_local((4,), "int32")
         group_m = T.truncdiv(M, G)  # masked: rows per group
-        ring.setup(tid, CL)
+        ring.setup(tid, CL, 4 * consumers)
         # a cluster's spare M tile (past M: zero-filled A, nothing stored) keeps pairs whole
         walk[0] = T.truncdiv(T.truncdiv(M + (BM - 1), BM) + (CM - 1), CM) * (nb_count // CN)
         if T.constexpr(masked):
@@ -338,7 +345,7 @@ def make_gemm_1d2d(
             lane = tid % 32
             base = dsl.smem_addr(arena)
             w = wg - 1
-            m_off, n_off = warpgroup_origin(BM, BN, w)  # its rows (wave 0) and columns
+            m_off, n_off = warpgroup_origin(BM, BN, w, consumers)  # rows (wave 0), columns
             a_wg = T.uint32(m_off * BK)
             b_wg = T.uint32(n_off * BK)
             t_in = tid % 128
@@ -350,7 +357,7 @@ def make_gemm_1d2d(
                 row_base, row_end, _, _, sfb_row = _tile_coords(
                     kind, tm, tn, walk[1], IDX, group_m, M, N, BM, BN, kb_count
                 )
-                _stage_sfb(sfb_s, SFB, sfb_row, kb_count, tid - 128)
+                _stage_sfb(sfb_s, SFB, sfb_row, kb_count, tid - 128, CT)
                 # contiguous: a warpgroup whose first row is padding (-1) skips its wgmmas
                 valid = _valid(kind, IDX, tm * BM + m_off)
                 for i in T.unroll(WAVES * WN // 2):

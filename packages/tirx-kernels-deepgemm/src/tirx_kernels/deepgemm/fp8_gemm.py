@@ -66,14 +66,25 @@ def compiled_gemm_1d2d(
     num_groups: int = 1,
     cluster: int = 1,
     multicast_a: bool = False,
+    consumers: int = 2,
 ):
     """A prefetch-schedule kernel (``_gemm_1d2d_tirx``), compiled once per configuration."""
-    return _compiled_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster, multicast_a)
+    return _compiled_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster, multicast_a, consumers)
 
 
 @functools.cache
-def _compiled_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster, multicast_a):
-    func = make_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster=cluster, multicast_a=multicast_a)
+def _compiled_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster, multicast_a, consumers):
+    func = make_gemm_1d2d(
+        kind,
+        N,
+        K,
+        bm,
+        bn,
+        num_groups,
+        cluster=cluster,
+        multicast_a=multicast_a,
+        consumers=consumers,
+    )
     return toolchain.compile(func)
 
 

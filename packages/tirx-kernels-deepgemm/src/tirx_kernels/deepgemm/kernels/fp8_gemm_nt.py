@@ -214,7 +214,8 @@ def run_bench(M, N, K, **options):
     the prefetch schedule with the other multicast choice where the model would pair CTAs
     (``tirx_multicast``, or ``tirx_no_multicast`` under ``TIRX_DEEPGEMM_MULTICAST=1``), the
     opt-in 256-row tiles from M = 256 on (``tirx_bm256``, the model's CTA pair; with an
-    A-sharing pair also the B-sharing one, ``tirx_bm256_share_b``),
+    A-sharing pair also the B-sharing one, ``tirx_bm256_share_b``), where the pick is BLOCK_M
+    64 the same tile on one math warpgroup (``tirx_one_wg``, upstream's 256-thread kernel),
     ``deep_gemm.fp8_gemm_nt`` and torch ``F.scaled_mm``."""
     aq, sfa, bq, sfb, d = prepare_data(M, N, K)
     references = {}
@@ -229,6 +230,14 @@ def run_bench(M, N, K, **options):
 
         paired = multicast()
         references["tirx_no_multicast" if paired else "tirx_multicast"] = build_other
+    if schedule() != "basic" and bm == 64:  # one math warpgroup of m64nBN, timed beside
+
+        def build_one_wg():
+            kernel = compiled_gemm_1d2d("normal", N, K, bm, bn, consumers=1)
+            args = (aq, bq, sfa_rows(sfa), sfb, torch.empty_like(d), no_index(aq.device))
+            return lambda: kernel(*args)
+
+        references["tirx_one_wg"] = build_one_wg
     if schedule() != "basic" and M >= WIDE_BM:  # the opt-in 256-row tiles, timed beside
         bm, bn, cluster, multicast_a = pick_wide_layout(M, N, K, num_sms())
         references["tirx_bm256"] = _wide_builder(aq, sfa, bq, sfb, d, bn, cluster, multicast_a)
