@@ -217,3 +217,22 @@ def test_one_math_warpgroup_runs_256_threads_of_full_width_wgmmas(bn):
     assert toolchain.setmaxnreg_shortfall(source, registers) == 0
     with pytest.raises(ValueError, match="consumers must be 2, or 1 with bm = 64"):
         make_gemm_1d2d("normal", 4096, 512, 128, 128, consumers=1)
+
+
+def test_l2_promotion_reaches_the_operands_tensor_maps():
+    """``l2_promotion=3`` (upstream's 256-byte L2 fills) on A's and B's tensor maps only;
+    the default kernel's maps keep none."""
+    from tirx_kernels.core import launch_spec, toolchain
+
+    M, N, K = 256, 256, 384
+    args = (torch.zeros(M, K, dtype=E4M3), torch.zeros(N, K, dtype=E4M3))
+    args += (sfa_rows(torch.ones(M, K // 128, dtype=F32)), torch.ones(N // 128, K // 128))
+    args += (torch.empty(M, N, dtype=BF16), torch.zeros(1, dtype=I32))
+
+    def promotions(**options):
+        func = make_gemm_1d2d("normal", N, K, 128, 128, **options)
+        (launch,) = launch_spec.launch_spec(toolchain.host_code(toolchain.compile(func)), args)
+        return sorted(m.l2_promotion for m in launch.maps)
+
+    assert promotions() == [0, 0]
+    assert promotions(l2_promotion=3) == [3, 3]

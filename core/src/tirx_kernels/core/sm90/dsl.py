@@ -52,27 +52,40 @@ def smem_view(base, byte_offset, shape, dtype, mode: Swizzle = Swizzle.B128, ali
     )
 
 
-def tma_load_tile(dst, src, mbar, coords, mode, elem_bytes=2, cta_mask=None):
+def tma_load_tile(dst, src, mbar, coords, mode, elem_bytes=2, cta_mask=None, l2_promotion=0):
     """TMA-load the K-major tile ``dst`` ([rows, cols] view from :func:`smem_view`) from
     global ``src`` at ``coords`` = (row, col): one box of one atom width per column block.
 
     Out-of-bounds rows/cols are zero-filled and still count as transferred bytes, so the
     expected tx of a tile is always ``rows * cols * elem_bytes``. With ``cta_mask`` the
     boxes are multicast to the same shared offset (and the same mbarrier offset) of every
-    CTA of the cluster in the mask (launch with a cluster).
+    CTA of the cluster in the mask (launch with a cluster). ``l2_promotion``: the tensor
+    map's ``CUtensorMapL2promotion`` (0 none, 1 64 B, 2 128 B, 3 256 B).
     """
     rows, cols = int(dst.shape[0]), int(dst.shape[1])
     step = Swizzle(mode).atom_cols(elem_bytes)
     for j in range(cols // step):
         _tma_box(
-            dst, src, mbar, coords[0], coords[1] + j * step, j * step, rows, step, mode, cta_mask
+            dst,
+            src,
+            mbar,
+            coords[0],
+            coords[1] + j * step,
+            j * step,
+            rows,
+            step,
+            mode,
+            cta_mask,
+            l2_promotion,
         )
 
 
-def _tma_box(dst, src, mbar, row, col, c0, rows, width, mode, cta_mask):
+def _tma_box(dst, src, mbar, row, col, c0, rows, width, mode, cta_mask, l2_promotion=0):
     """One TMA box of ``rows`` x ``width`` into ``dst[:, c0:c0 + width]`` from global ``src``
     at (row, col); with ``cta_mask``, multicast to every CTA of the cluster in the mask."""
-    multicast = {} if cta_mask is None else {"cta_mask": cta_mask}
+    extra = {} if cta_mask is None else {"cta_mask": cta_mask}
+    if l2_promotion:  # (the default tensor map unchanged otherwise)
+        extra["l2_promotion"] = l2_promotion
     T.cuda.tile.apply(
         T.ptx[TMA_LOAD_2D if cta_mask is None else TMA_LOAD_2D_MULTICAST],
         dst[0:rows, c0 : c0 + width],
@@ -81,7 +94,7 @@ def _tma_box(dst, src, mbar, row, col, c0, rows, width, mode, cta_mask):
         box=(rows, width),
         coords=(row, col),
         swizzle=int(mode),
-        **multicast,
+        **extra,
     )
 
 

@@ -142,19 +142,18 @@ def _cluster_tile(t, walk, nb_count, cm, cn, rank):
 
 
 @T.inline
-def _load_operand(arena, offset, rows, src, bar, row, kb, mode, share, rank):
+def _load_operand(arena, offset, rows, src, bar, row, kb, mode, share, rank, l2):
     """TMA of one operand's K block (``rows`` x 128 from ``row``) into the ring at ``offset``:
-    whole, or with ``share`` 2 this CTA's half, multicast into both CTAs of its pair."""
+    whole, or with ``share`` 2 this CTA's half, multicast into both CTAs of its pair; ``l2``:
+    the tensor map's L2 promotion."""
     if T.constexpr(share == 1):
         view = dsl.smem_view(arena, offset, (rows, BK), FP8, mode)
-        dsl.tma_load_tile(view, src, bar, (row, kb * BK), mode, 1)
+        dsl.tma_load_tile(view, src, bar, (row, kb * BK), mode, 1, l2_promotion=l2)
     else:  # (a Python int, not a bound variable: the view's shape must stay static)
         view = dsl.smem_view(
             arena, offset + rank * (rows // share) * BK, (rows // share, BK), FP8, mode
         )
-        dsl.tma_load_tile(
-            view, src, bar, (row + rank * (rows // share), kb * BK), mode, 1, cta_mask=3
-        )
+        dsl.tma_load_tile(view, src, bar, (row + rank * (rows // share), kb * BK), mode, 1, 3, l2)
 
 
 @T.inline
@@ -190,13 +189,15 @@ def make_gemm_1d2d(
     cluster: int = 1,
     multicast_a: bool = False,
     consumers: int = 2,
+    l2_promotion: int = 0,
 ):
     """The PrimFunc of GEMM type ``kind`` for one (N, K, BLOCK_M, BLOCK_N, groups);
     ``cluster=2`` (normal only): CTA pairs along M share each B tile by TMA multicast, or
     with ``multicast_a`` pairs along N share each A tile (upstream's cluster_n; N / BLOCK_N
     must be even). ``consumers=1`` (BLOCK_M 64 only): one math warpgroup of ``m64nBN``
     wgmmas in a 256-thread CTA, as upstream's BLOCK_M 64 kernel, instead of two splitting
-    the columns.
+    the columns. ``l2_promotion`` 3: A's and B's tensor maps promote L2 fills to 256 B, as
+    upstream's (0: none, the default until timed).
 
     Arguments: normal ``(A, B, SFA, SFB, D)``; contiguous ``(A, B, SFA, SFB, D, IDX)``;
     masked ``(A, B, SFA, SFB, D, MASK)`` (module docstring)."""
@@ -313,6 +314,7 @@ def make_gemm_1d2d(
                             mode,
                             CN,
                             rank,
+                            l2_promotion,
                         )
                         _load_operand(
                             arena,
@@ -325,6 +327,7 @@ def make_gemm_1d2d(
                             mode,
                             CM,
                             rank,
+                            l2_promotion,
                         )
                         if sfa_bytes > 0:  # (none for a pair's spare tile past M)
                             dsl.bulk_load(

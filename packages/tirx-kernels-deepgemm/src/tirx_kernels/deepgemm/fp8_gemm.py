@@ -67,13 +67,15 @@ def compiled_gemm_1d2d(
     cluster: int = 1,
     multicast_a: bool = False,
     consumers: int = 2,
+    l2_promotion: int = 0,
 ):
     """A prefetch-schedule kernel (``_gemm_1d2d_tirx``), compiled once per configuration."""
-    return _compiled_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster, multicast_a, consumers)
+    options = (num_groups, cluster, multicast_a, consumers, l2_promotion)
+    return _compiled_gemm_1d2d(kind, N, K, bm, bn, *options)
 
 
 @functools.cache
-def _compiled_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster, multicast_a, consumers):
+def _compiled_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster, multicast_a, consumers, l2):
     func = make_gemm_1d2d(
         kind,
         N,
@@ -84,6 +86,7 @@ def _compiled_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster, multicast_a, co
         cluster=cluster,
         multicast_a=multicast_a,
         consumers=consumers,
+        l2_promotion=l2,
     )
     return toolchain.compile(func)
 

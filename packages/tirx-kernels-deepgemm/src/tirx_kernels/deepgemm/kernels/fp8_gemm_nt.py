@@ -216,6 +216,7 @@ def run_bench(M, N, K, **options):
     opt-in 256-row tiles from M = 256 on (``tirx_bm256``, the model's CTA pair; with an
     A-sharing pair also the B-sharing one, ``tirx_bm256_share_b``), where the pick is BLOCK_M
     64 the same tile on one math warpgroup (``tirx_one_wg``, upstream's 256-thread kernel),
+    the default's tiles with A and B promoted to L2 in 256-byte fills (``tirx_l2_256``),
     ``deep_gemm.fp8_gemm_nt`` and torch ``F.scaled_mm``."""
     aq, sfa, bq, sfb, d = prepare_data(M, N, K)
     references = {}
@@ -238,6 +239,15 @@ def run_bench(M, N, K, **options):
             return lambda: kernel(*args)
 
         references["tirx_one_wg"] = build_one_wg
+    if schedule() != "basic":  # upstream's tensor maps promote L2 fills to 256 B
+
+        def build_l2_256():
+            tiles = (bm, bn, 1, cluster if multicast() else 1)
+            kernel = compiled_gemm_1d2d("normal", N, K, *tiles, l2_promotion=3)
+            args = (aq, bq, sfa_rows(sfa), sfb, torch.empty_like(d), no_index(aq.device))
+            return lambda: kernel(*args)
+
+        references["tirx_l2_256"] = build_l2_256
     if schedule() != "basic" and M >= WIDE_BM:  # the opt-in 256-row tiles, timed beside
         bm, bn, cluster, multicast_a = pick_wide_layout(M, N, K, num_sms())
         references["tirx_bm256"] = _wide_builder(aq, sfa, bq, sfb, d, bn, cluster, multicast_a)
