@@ -20,6 +20,7 @@ pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not f
         ("v4", "bfloat16", 128, 1, False),
         ("v5", "bfloat16", 128, 1, False),
         ("v5", "float16", 16, 2, True),
+        ("v6", "bfloat16", 128, 1, False),
     ],
 )
 def test_split_kv_kernel_assembles_without_spills_or_serialized_wgmmas(
@@ -29,3 +30,16 @@ def test_split_kv_kernel_assembles_without_spills_or_serialized_wgmmas(
     _, registers, spilled, serialized = toolchain.ptxas_report(func)
     assert (spilled, serialized) == (0, False)
     assert registers <= 255
+
+
+def test_v6_reads_the_block_table_before_the_warpgroups_handoffs():
+    """v6 (``table_ahead``) loads a step's block-table entries at its top, a pair ahead;
+    v5 reads each where it is used, on the chain between the warpgroups' named barriers."""
+
+    def table_reads_after_first_handoff(variant):
+        func = decode.DECODE_FACTORIES[variant]("bfloat16", 128, 1, False)
+        body = toolchain.cuda_source(toolchain.compile(func)).split("for (int it = 0", 1)[1]
+        return body[body.index("bar_sync") :].count("BT_ptr[")
+
+    assert table_reads_after_first_handoff("v6") == 0
+    assert table_reads_after_first_handoff("v5") > 0
