@@ -183,12 +183,7 @@ def _make(dtype, h_q, s_q, causal, pages):
         tid, wg, lane, r0, c0 = thread
         m, lsum, corr, lim, acc_o = rows
         arena, xch, acc_s, pa, loads = tiles
-        for h in T.unroll(2):
-            if lane % 4 == 0:
-                xch[wg * BM + r0 + 8 * h] = lsum[h]
-        T.cuda.cta_sync()
-        for h in T.unroll(2):
-            lsum[h] = lsum[h] + xch[(1 - wg) * BM + r0 + 8 * h]
+        add_other_half(lsum, xch, wg, lane, r0)
 
     return split_kv_kernel(
         "mla_decode_v2",
@@ -230,6 +225,18 @@ def _pv_split(op, acc, pa, dv, dp, wg):
             dp + T.cast((kk * 32) >> 4, "uint64"),
             dv + T.cast((kk * 16 * 128) >> 4, "uint64"),
         )
+
+
+@T.inline
+def add_other_half(lsum, xch, wg, lane, r0):
+    """Each warpgroup's row sums (one lane per quad holds a row's) plus the other
+    warpgroup's, through the shared ``xch`` (2 x BM floats) and a CTA barrier."""
+    for h in T.unroll(2):
+        if lane % 4 == 0:
+            xch[wg * BM + r0 + 8 * h] = lsum[h]
+    T.cuda.cta_sync()
+    for h in T.unroll(2):
+        lsum[h] = lsum[h] + xch[(1 - wg) * BM + r0 + 8 * h]
 
 
 @T.inline

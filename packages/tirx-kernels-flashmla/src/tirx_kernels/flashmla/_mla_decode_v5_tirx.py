@@ -59,7 +59,7 @@ from ._mla_decode_tirx import (
     split_kv_kernel,
     wgmma_ops,
 )
-from ._mla_decode_v2_tirx import _mma_sv
+from ._mla_decode_v2_tirx import _mma_sv, add_other_half
 from ._mla_pages_tma_tirx import TILES, TmaPages
 
 P0_OFF = TILE_BYTES * 3  # warpgroup 0's P tile, after Q and the two KV stages
@@ -282,11 +282,8 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False, table_ahead=Fals
         arena, xch, rowmax, scales, acc_s, pa, rq8, pages, ents = tiles
         for h in T.unroll(2):
             lsum[h] = T.cuda.warp_sum(lsum[h], 4)
-            if lane % 4 == 0:
-                xch[wg * BM + r0 + 8 * h] = lsum[h]
-        T.cuda.cta_sync()
+        add_other_half(lsum, xch, wg, lane, r0)
         for h in T.unroll(2):
-            lsum[h] = lsum[h] + xch[(1 - wg) * BM + r0 + 8 * h]
             m[h] = rowmax[r0 + 8 * h]
 
     return split_kv_kernel(
