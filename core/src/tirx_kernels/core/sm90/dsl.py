@@ -325,6 +325,44 @@ def stmatrix_acc_chunk(acc, buf_addr, chunk, packed4, dtype):
         )
 
 
+STAGING_BYTES = 64 * 64 * 2  # one 64 x 64 16-bit staging tile of the TMA epilogue
+
+
+def store_acc_tma(acc, out, arena, base, staging, chunks, barrier, packed4, dtype):
+    """TMA epilogue of one warpgroup's accumulator: for each ``(chunk, row, col)`` of
+    ``chunks`` (Python-unrolled), :func:`stmatrix_acc_chunk` the chunk's 64 columns into one
+    of the warpgroup's two staging tiles (byte offsets ``staging`` and ``staging +
+    STAGING_BYTES`` of ``arena``, at shared address ``base``) and let one thread store it to
+    ``out`` at (row, col) by TMA, clipped at ``out``'s bounds. The stores complete
+    asynchronously, so the warpgroup goes on while they drain; before exit one thread must
+    ``bulk_wait(0)`` (the staging tiles must outlive the stores reading them). ``barrier``:
+    a named barrier of this warpgroup's 128 threads only."""
+    # a tile's first staging tile is the one its predecessor's last store did not use when
+    # the count is even: that store may still be reading the other
+    pending = 1 if len(chunks) % 2 == 0 else 0
+    for j, (chunk, row, col) in enumerate(chunks):
+        buf = staging + (j % 2) * STAGING_BYTES
+        _staging_acquire(barrier, pending)
+        stmatrix_acc_chunk(acc, base + T.uint32(buf), chunk, packed4, dtype)
+        _staging_store(out, smem_view(arena, buf, (64, 64), dtype, Swizzle.B128), row, col, barrier)
+
+
+@T.inline
+def _staging_acquire(barrier, pending):
+    if T.cuda.thread_in_warpgroup() == 0:
+        bulk_wait_read(pending)
+    T.cuda.warpgroup_sync(barrier)
+
+
+@T.inline
+def _staging_store(out, view, row, col, barrier):
+    T.ptx.fence.proxy.async_.shared__cta()  # generic-proxy smem writes -> TMA reads
+    T.cuda.warpgroup_sync(barrier)
+    if T.cuda.thread_in_warpgroup() == 0:
+        tma_store_box(out, view, (row, col), Swizzle.B128)
+        bulk_commit()
+
+
 # --------------------------------------------------------------------------- mbarrier ring
 
 

@@ -232,15 +232,13 @@ def make_gemm(
         if T.constexpr(has_ops):
             _apply_ops(acc, C, BIAS, alpha, beta, row0, col0, WN, M, N, with_bias)
         if T.constexpr(epilogue == "tma"):
-            _store_tma(
+            dsl.store_acc_tma(
                 acc,
                 C,
                 arena,
                 base,
                 ring_bytes + (wg - 1) * 2 * EPI_BYTES,
-                row0,
-                col0,
-                chunks,
+                [(j, row0, col0 + 64 * j) for j in range(chunks)],
                 wg,
                 packed4,
                 tdt,
@@ -473,36 +471,6 @@ def _split_reduce(acc, WS, LOCK, t, s, ctid, last, tmp, split, wn):
                 at = ((t * split + q) * nreg + r) * 256 + ctid
                 T.ptx["ld.global.cg.f32"](tmp, WS.ptr_to([at]))
                 acc[r] = acc[r] + tmp
-
-
-def _store_tma(acc, C, arena, base, off, row0, col0, chunks, wg, packed4, tdt):
-    """TMA epilogue of one warpgroup (Python-unrolled over 64-column chunks, two staging
-    buffers): wait until the buffer's previous store has read it, stmatrix the chunk, make it
-    visible to the async proxy, one thread issues the TMA store (clipped at M and N)."""
-    for j in range(chunks):
-        buf = off + (j % 2) * EPI_BYTES
-        # stores still reading: with an even chunk count the other buffer's may stay in flight
-        _epi_acquire(wg, 1 if chunks % 2 == 0 else 0)
-        dsl.stmatrix_acc_chunk(acc, base + T.uint32(buf), j, packed4, tdt)
-        _epi_issue(
-            C, dsl.smem_view(arena, buf, (64, 64), tdt, Swizzle.B128), row0, col0 + 64 * j, wg
-        )
-
-
-@T.inline
-def _epi_acquire(wg, pending):
-    if T.cuda.thread_in_warpgroup() == 0:
-        dsl.bulk_wait_read(pending)
-    T.cuda.warpgroup_sync(wg)  # named barrier wg (1, 2) over the warpgroup's 128 threads
-
-
-@T.inline
-def _epi_issue(C, view, row, col, wg):
-    T.ptx.fence.proxy.async_.shared__cta()  # generic-proxy smem writes -> TMA reads
-    T.cuda.warpgroup_sync(wg)
-    if T.cuda.thread_in_warpgroup() == 0:
-        dsl.tma_store_box(C, view, (row, col), Swizzle.B128)
-        dsl.bulk_commit()
 
 
 @T.inline
