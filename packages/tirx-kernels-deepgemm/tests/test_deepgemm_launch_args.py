@@ -236,3 +236,31 @@ def test_l2_promotion_reaches_the_operands_tensor_maps():
 
     assert promotions() == [0, 0]
     assert promotions(l2_promotion=3) == [3, 3]
+
+
+@pytest.mark.parametrize("bm, bn, consumers", [(128, 128, 2), (256, 128, 2), (64, 128, 1)])
+def test_tma_store_stages_d_through_shared_memory(bm, bn, consumers):
+    """``tma_store``: each consumer warpgroup stmatrixes its 64-column chunks into its own
+    two staging tiles after the ring and stores them by TMA (a D tensor map beside A's and
+    B's), synchronising on its own named barrier; the ring gives up what the tiles take."""
+    from tirx_kernels.core import toolchain
+    from tirx_kernels.core.sm90.dsl import STAGING_BYTES
+    from tirx_kernels.deepgemm._gemm_schedule import prefetch_stages
+
+    K = 512
+    func = make_gemm_1d2d("normal", 4096, K, bm, bn, consumers=consumers, tma_store=True)
+    source, registers, spilled, serialized = toolchain.ptxas_report(func)
+    chunks = (bm // 128 or 1) * (bn // consumers if bm == 64 else bn) // 64
+    assert source.count("stmatrix_sync_aligned_m8n8_x4") == 4 * chunks + 1  # + decl
+    assert source.count("tvm_builtin_ptx_cp_async_bulk_tensor_s2g") == chunks + 1  # + decl
+    assert "st_global_b32(" not in source
+    assert not spilled and not serialized
+    assert toolchain.setmaxnreg_shortfall(source, registers) == 0
+    staging = consumers * 2 * STAGING_BYTES
+    assert prefetch_stages(bm, bn, K // 128, staging) < prefetch_stages(bm, bn, K // 128)
+
+
+def test_tma_store_takes_the_normal_gemm_with_whole_chunks():
+    for kind, bm, bn in (("masked", 128, 128), ("normal", 64, 64), ("normal", 128, 32)):
+        with pytest.raises(ValueError, match="tma_store is for the normal GEMM"):
+            make_gemm_1d2d(kind, 4096, 512, bm, bn, tma_store=True)

@@ -68,6 +68,7 @@ KINDS = ("normal", "contiguous", "masked")
 _PRODUCER_REGS, _CONSUMER_REGS = 40, 232
 _MMA_K = 32  # e4m3 wgmma K per instruction
 SFB_BARRIER = 1  # named barrier of the consumer warpgroups (0 is the CTA's)
+EPILOGUE_BARRIER = 2  # + w: consumer warpgroup w's own, for its TMA epilogue
 
 
 def check_domain(N: int, K: int, num_groups: int = 1) -> None:
@@ -115,6 +116,17 @@ def warpgroup_shape(bm: int, bn: int, consumers: int = 2) -> tuple[int, int]:
 def warpgroup_origin(bm: int, bn: int, w, consumers: int = 2):
     """(first row, first column) of consumer warpgroup ``w``'s share (:func:`warpgroup_shape`)."""
     return (w * 64, 0) if bm >= 128 else (0, w * (bn // consumers))
+
+
+def _chunks(waves, wn, row, col):
+    """(accumulator chunk, D row, D column) of each 64-column chunk of a warpgroup's share:
+    ``waves`` 128-row waves of ``wn`` columns from (row, col)."""
+    per_wave = wn // 64
+    return [
+        (wave * per_wave + c, row + 128 * wave, col + 64 * c)
+        for wave in range(waves)
+        for c in range(per_wave)
+    ]
 
 
 @T.inline
@@ -190,6 +202,7 @@ def make_gemm_1d2d(
     multicast_a: bool = False,
     consumers: int = 2,
     l2_promotion: int = 0,
+    tma_store: bool = False,
 ):
     """The PrimFunc of GEMM type ``kind`` for one (N, K, BLOCK_M, BLOCK_N, groups);
     ``cluster=2`` (normal only): CTA pairs along M share each B tile by TMA multicast, or
@@ -197,7 +210,10 @@ def make_gemm_1d2d(
     must be even). ``consumers=1`` (BLOCK_M 64 only): one math warpgroup of ``m64nBN``
     wgmmas in a 256-thread CTA, as upstream's BLOCK_M 64 kernel, instead of two splitting
     the columns. ``l2_promotion`` 3: A's and B's tensor maps promote L2 fills to 256 B, as
-    upstream's (0: none, the default until timed).
+    upstream's (0: none, the default until timed). ``tma_store`` (normal only, a warpgroup
+    share of whole 64-column chunks): D leaves through swizzled shared memory by TMA stores
+    that drain while the next tile computes, as upstream's epilogue, instead of bf16 pairs
+    stored from registers.
 
     Arguments: normal ``(A, B, SFA, SFB, D)``; contiguous ``(A, B, SFA, SFB, D, IDX)``;
     masked ``(A, B, SFA, SFB, D, MASK)`` (module docstring)."""
@@ -217,6 +233,11 @@ def make_gemm_1d2d(
         )
     if consumers not in (1, 2) or (consumers == 1 and bm != 64):
         raise ValueError("fp8 1d2d gemm: consumers must be 2, or 1 with bm = 64")
+    if tma_store and (kind != "normal" or warpgroup_shape(bm, bn, consumers)[0] % 64):
+        raise ValueError(
+            "fp8 1d2d gemm: tma_store is for the normal GEMM with whole 64-column chunks per "
+            "warpgroup (bn 128, or bn 64 with bm >= 128 or one consumer)"
+        )
     CL = cluster
     CM, CN = (1, CL) if multicast_a else (CL, 1)  # the pair's extent along M and along N
     G = num_groups if kind != "normal" else 1
@@ -225,8 +246,11 @@ def make_gemm_1d2d(
     CT = 128 * consumers  # consumer threads
     A_BYTES, B_BYTES = BM * BK, BN * BK
     clusters = num_sms // CL  # persistent grid: one CTA per SM, in clusters of CL
-    stages = stages or prefetch_stages(BM, BN, K // BK)
-    smem = stages * (A_BYTES + B_BYTES)
+    # TMA epilogue: two 64 x 64 bf16 staging tiles per consumer warpgroup, after the ring
+    staging = consumers * 2 * dsl.STAGING_BYTES if tma_store else 0
+    stages = stages or prefetch_stages(BM, BN, K // BK, staging)
+    ring_bytes = stages * (A_BYTES + B_BYTES)
+    smem = ring_bytes + staging
     kb_count, nb_count = K // BK, N // BN
     if nb_count % CN:
         raise ValueError(f"fp8 1d2d gemm: A multicast pairs N tiles: N / bn must be even, got {N}")
@@ -345,6 +369,7 @@ def make_gemm_1d2d(
             final = T.alloc_local((WAVES * WN // 2,), "float32")
             scale = T.alloc_local((2 * WAVES,), "float32")
             packed = T.local_scalar("uint32")
+            packed4 = T.alloc_local((4,), "uint32")
             lane = tid % 32
             base = dsl.smem_addr(arena)
             w = wg - 1
@@ -406,11 +431,27 @@ def make_gemm_1d2d(
                         ring.consumer_wait()
                         _release(ring, lane, rank, CL)
                         ring.advance()
-                _store_rows(final, D, row_base + m_off, tn * BN + n_off, WN, row_end, N, packed)
-                if T.constexpr(WAVES == 2):  # the second half's rows, through acc (free now)
-                    for i in T.unroll(WN // 2):
-                        acc[i] = final[WN // 2 + i]
-                    row = row_base + m_off + 128
-                    _store_rows(acc, D, row, tn * BN + n_off, WN, row_end, N, packed)
+                if T.constexpr(tma_store):
+                    dsl.store_acc_tma(
+                        final,
+                        D,
+                        arena,
+                        base,
+                        ring_bytes + w * 2 * dsl.STAGING_BYTES,
+                        _chunks(WAVES, WN, row_base + m_off, tn * BN + n_off),
+                        EPILOGUE_BARRIER + w,
+                        packed4,
+                        "bfloat16",
+                    )
+                else:
+                    _store_rows(final, D, row_base + m_off, tn * BN + n_off, WN, row_end, N, packed)
+                    if T.constexpr(WAVES == 2):  # the second half's rows, through acc (free now)
+                        for i in T.unroll(WN // 2):
+                            acc[i] = final[WN // 2 + i]
+                        row = row_base + m_off + 128
+                        _store_rows(acc, D, row, tn * BN + n_off, WN, row_end, N, packed)
+            if T.constexpr(tma_store):
+                if T.cuda.thread_in_warpgroup() == 0:
+                    dsl.bulk_wait(0)  # the staging tiles must outlive the stores reading them
 
     return gemm_1d2d

@@ -109,10 +109,12 @@ def pick_block(
     return best
 
 
-def prefetch_stages(bm: int, bn: int, kb_count: int = 0) -> int:
+def prefetch_stages(bm: int, bn: int, kb_count: int = 0, reserved: int = 0) -> int:
     """The deepest K-block ring of the prefetch schedule (A, B and the A scales per slot)
-    that fits shared memory beside the tile's ``kb_count`` B scales."""
-    return min(PREFETCH_MAX_STAGES, (SMEM_BUDGET - 4 * kb_count) // (bm * BK + bn * BK + 4 * bm))
+    that fits shared memory beside the tile's ``kb_count`` B scales and ``reserved`` bytes
+    (the TMA epilogue's staging tiles)."""
+    free = SMEM_BUDGET - 4 * kb_count - reserved
+    return min(PREFETCH_MAX_STAGES, free // (bm * BK + bn * BK + 4 * bm))
 
 
 def multicast() -> bool:

@@ -68,25 +68,27 @@ def compiled_gemm_1d2d(
     multicast_a: bool = False,
     consumers: int = 2,
     l2_promotion: int = 0,
+    tma_store: bool = False,
 ):
     """A prefetch-schedule kernel (``_gemm_1d2d_tirx``), compiled once per configuration."""
-    options = (num_groups, cluster, multicast_a, consumers, l2_promotion)
+    options = (num_groups, cluster, multicast_a, consumers, l2_promotion, tma_store)
     return _compiled_gemm_1d2d(kind, N, K, bm, bn, *options)
 
 
 @functools.cache
-def _compiled_gemm_1d2d(kind, N, K, bm, bn, num_groups, cluster, multicast_a, consumers, l2):
+def _compiled_gemm_1d2d(kind, N, K, bm, bn, groups, cluster, multicast_a, consumers, l2, tma):
     func = make_gemm_1d2d(
         kind,
         N,
         K,
         bm,
         bn,
-        num_groups,
+        groups,
         cluster=cluster,
         multicast_a=multicast_a,
         consumers=consumers,
         l2_promotion=l2,
+        tma_store=tma,
     )
     return toolchain.compile(func)
 

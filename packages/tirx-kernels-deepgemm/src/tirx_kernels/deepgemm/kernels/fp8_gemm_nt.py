@@ -26,7 +26,7 @@ import unittest
 import torch
 
 from tirx_kernels.core import testing, toolchain
-from tirx_kernels.deepgemm._gemm_1d2d_tirx import make_gemm_1d2d
+from tirx_kernels.deepgemm._gemm_1d2d_tirx import make_gemm_1d2d, warpgroup_shape
 from tirx_kernels.deepgemm._gemm_schedule import (
     WIDE_BM,
     multicast,
@@ -197,12 +197,14 @@ def _build_scaled_mm(aq, sfa, bq, sfb):
     raise RuntimeError("F.scaled_mm blockwise: " + "; ".join(errors))
 
 
-def _wide_builder(aq, sfa, bq, sfb, d, bn, cluster, multicast_a):
+def _wide_builder(aq, sfa, bq, sfb, d, bn, cluster, multicast_a, tma_store=False):
     """A bench builder of the BLOCK_M 256 kernel with this N tile and CTA pair."""
 
     def build():
         N, K = bq.shape
-        kernel = compiled_gemm_1d2d("normal", N, K, WIDE_BM, bn, 1, cluster, multicast_a)
+        kernel = compiled_gemm_1d2d(
+            "normal", N, K, WIDE_BM, bn, 1, cluster, multicast_a, tma_store=tma_store
+        )
         args = (aq, bq, sfa_rows(sfa), sfb, torch.empty_like(d), no_index(aq.device))
         return lambda: kernel(*args)
 
@@ -217,6 +219,8 @@ def run_bench(M, N, K, **options):
     A-sharing pair also the B-sharing one, ``tirx_bm256_share_b``), where the pick is BLOCK_M
     64 the same tile on one math warpgroup (``tirx_one_wg``, upstream's 256-thread kernel),
     the default's tiles with A and B promoted to L2 in 256-byte fills (``tirx_l2_256``),
+    the default's and the 256-row tiles with D stored by TMA (``tirx_tma_store``,
+    ``tirx_bm256_tma``; where a warpgroup's share is whole 64-column chunks),
     ``deep_gemm.fp8_gemm_nt`` and torch ``F.scaled_mm``."""
     aq, sfa, bq, sfb, d = prepare_data(M, N, K)
     references = {}
@@ -248,9 +252,22 @@ def run_bench(M, N, K, **options):
             return lambda: kernel(*args)
 
         references["tirx_l2_256"] = build_l2_256
+    if schedule() != "basic" and warpgroup_shape(bm, bn)[0] % 64 == 0:
+
+        def build_tma_store():
+            tiles = (bm, bn, 1, cluster if multicast() else 1)
+            kernel = compiled_gemm_1d2d("normal", N, K, *tiles, tma_store=True)
+            args = (aq, bq, sfa_rows(sfa), sfb, torch.empty_like(d), no_index(aq.device))
+            return lambda: kernel(*args)
+
+        references["tirx_tma_store"] = build_tma_store
     if schedule() != "basic" and M >= WIDE_BM:  # the opt-in 256-row tiles, timed beside
         bm, bn, cluster, multicast_a = pick_wide_layout(M, N, K, num_sms())
         references["tirx_bm256"] = _wide_builder(aq, sfa, bq, sfb, d, bn, cluster, multicast_a)
+        if bn % 64 == 0:
+            references["tirx_bm256_tma"] = _wide_builder(
+                aq, sfa, bq, sfb, d, bn, cluster, multicast_a, tma_store=True
+            )
         if multicast_a:  # and the pair sharing B, which ran first (2026-12-06)
             references["tirx_bm256_share_b"] = _wide_builder(aq, sfa, bq, sfb, d, bn, 2, False)
     if schedule() != "basic":
