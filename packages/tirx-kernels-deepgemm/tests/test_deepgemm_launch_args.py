@@ -26,9 +26,9 @@ def launched(monkeypatch):
     """The kernels the ops launched; memory checks off (the tensors live on the CPU)."""
     funcs: list = []
 
-    def gemm_1d2d(kind, N, K, bm, bn, num_groups=1, cluster=1, multicast_a=False):
+    def gemm_1d2d(kind, N, K, bm, bn, num_groups=1, cluster=1, multicast_a=False, **options):
         return make_gemm_1d2d(
-            kind, N, K, bm, bn, num_groups, cluster=cluster, multicast_a=multicast_a
+            kind, N, K, bm, bn, num_groups, cluster=cluster, multicast_a=multicast_a, **options
         )
 
     for module in (fp8_gemm, m_grouped):
@@ -264,3 +264,15 @@ def test_tma_store_takes_the_normal_gemm_with_whole_chunks():
     for kind, bm, bn in (("masked", 128, 128), ("normal", 64, 64), ("normal", 128, 32)):
         with pytest.raises(ValueError, match="tma_store is for the normal GEMM"):
             make_gemm_1d2d(kind, 4096, 512, bm, bn, tma_store=True)
+
+
+def test_the_op_stores_by_tma_where_warpgroups_own_whole_chunks():
+    """The normal GEMM's defaults: 256-byte L2 fills always, the TMA epilogue where each
+    consumer warpgroup's share is whole 64-column chunks."""
+    from tirx_kernels.deepgemm.fp8_gemm import normal_options
+
+    assert normal_options(128, 128) == {"l2_promotion": 3, "tma_store": True}
+    assert normal_options(256, 64)["tma_store"] and normal_options(64, 128)["tma_store"]
+    assert not normal_options(64, 64)["tma_store"]  # two warpgroups of 32 columns
+    assert normal_options(64, 64, consumers=1)["tma_store"]
+    assert not normal_options(128, 32)["tma_store"]

@@ -210,10 +210,10 @@ def make_gemm_1d2d(
     must be even). ``consumers=1`` (BLOCK_M 64 only): one math warpgroup of ``m64nBN``
     wgmmas in a 256-thread CTA, as upstream's BLOCK_M 64 kernel, instead of two splitting
     the columns. ``l2_promotion`` 3: A's and B's tensor maps promote L2 fills to 256 B, as
-    upstream's (0: none, the default until timed). ``tma_store`` (normal only, a warpgroup
-    share of whole 64-column chunks): D leaves through swizzled shared memory by TMA stores
-    that drain while the next tile computes, as upstream's epilogue, instead of bf16 pairs
-    stored from registers.
+    upstream's (0: none). ``tma_store`` (normal only, a warpgroup share of whole 64-column
+    chunks): D leaves through swizzled shared memory by TMA stores that drain while the next
+    tile computes, as upstream's epilogue, instead of bf16 pairs stored from registers. The
+    op turns both on for the normal GEMM (``fp8_gemm.normal_options``).
 
     Arguments: normal ``(A, B, SFA, SFB, D)``; contiguous ``(A, B, SFA, SFB, D, IDX)``;
     masked ``(A, B, SFA, SFB, D, MASK)`` (module docstring)."""

@@ -26,7 +26,7 @@ import unittest
 import torch
 
 from tirx_kernels.core import testing, toolchain
-from tirx_kernels.deepgemm._gemm_1d2d_tirx import make_gemm_1d2d, warpgroup_shape
+from tirx_kernels.deepgemm._gemm_1d2d_tirx import make_gemm_1d2d
 from tirx_kernels.deepgemm._gemm_schedule import (
     WIDE_BM,
     multicast,
@@ -49,6 +49,7 @@ from tirx_kernels.deepgemm.fp8_gemm import (
     compiled_gemm_1d2d,
     fp8_gemm_nt,
     no_index,
+    normal_options,
 )
 
 KERNEL_META = {
@@ -92,7 +93,7 @@ def get_kernel(M, N, K, **_):
     if schedule() == "basic":
         return make_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms()))
     bm, bn, cluster = pick_layout(M, N, K, num_sms(), multicast())
-    return make_gemm_1d2d("normal", N, K, bm, bn, cluster=cluster)
+    return make_gemm_1d2d("normal", N, K, bm, bn, cluster=cluster, **normal_options(bm, bn))
 
 
 def prepare_data(M, N, K, seed=0, **_):
@@ -197,14 +198,12 @@ def _build_scaled_mm(aq, sfa, bq, sfb):
     raise RuntimeError("F.scaled_mm blockwise: " + "; ".join(errors))
 
 
-def _wide_builder(aq, sfa, bq, sfb, d, bn, cluster, multicast_a, tma_store=False):
-    """A bench builder of the BLOCK_M 256 kernel with this N tile and CTA pair."""
+def _builder(aq, sfa, bq, sfb, d, bm, bn, cluster=1, multicast_a=False, **options):
+    """A bench builder of the prefetch kernel with this tile, CTA pair and options."""
 
     def build():
         N, K = bq.shape
-        kernel = compiled_gemm_1d2d(
-            "normal", N, K, WIDE_BM, bn, 1, cluster, multicast_a, tma_store=tma_store
-        )
+        kernel = compiled_gemm_1d2d("normal", N, K, bm, bn, 1, cluster, multicast_a, **options)
         args = (aq, bq, sfa_rows(sfa), sfb, torch.empty_like(d), no_index(aq.device))
         return lambda: kernel(*args)
 
@@ -215,61 +214,29 @@ def run_bench(M, N, K, **options):
     """Kernel time (us) of ours (the selected schedule), the basic schedule (``tirx_basic``),
     the prefetch schedule with the other multicast choice where the model would pair CTAs
     (``tirx_multicast``, or ``tirx_no_multicast`` under ``TIRX_DEEPGEMM_MULTICAST=1``), the
-    opt-in 256-row tiles from M = 256 on (``tirx_bm256``, the model's CTA pair; with an
-    A-sharing pair also the B-sharing one, ``tirx_bm256_share_b``), where the pick is BLOCK_M
-    64 the same tile on one math warpgroup (``tirx_one_wg``, upstream's 256-thread kernel),
-    the default's tiles with A and B promoted to L2 in 256-byte fills (``tirx_l2_256``),
-    the default's and the 256-row tiles with D stored by TMA (``tirx_tma_store``,
-    ``tirx_bm256_tma``; where a warpgroup's share is whole 64-column chunks),
+    default's tiles without the L2 promotion and the TMA epilogue (``tirx_direct_store``),
+    the opt-in 256-row tiles from M = 256 on (``tirx_bm256``, the model's CTA pair), where
+    the pick is BLOCK_M 64 the same tile on one math warpgroup (``tirx_one_wg``, upstream's
+    256-thread kernel),
     ``deep_gemm.fp8_gemm_nt`` and torch ``F.scaled_mm``."""
     aq, sfa, bq, sfb, d = prepare_data(M, N, K)
+    data = (aq, sfa, bq, sfb, d)
     references = {}
     bm, bn, cluster = pick_layout(M, N, K, num_sms(), True)
+    paired = cluster if multicast() else 1
+    if schedule() != "basic":  # the tiles as before the L2 promotion and the TMA epilogue
+        references["tirx_direct_store"] = _builder(*data, bm, bn, paired)
     if schedule() != "basic" and cluster > 1:  # the model pairs CTAs: time the other choice
-
-        def build_other():
-            kernel = compiled_gemm_1d2d("normal", N, K, bm, bn, cluster=1 if paired else 2)
-            out = torch.empty_like(d)
-            args = (aq, bq, sfa_rows(sfa), sfb, out, no_index(aq.device))
-            return lambda: kernel(*args)
-
-        paired = multicast()
-        references["tirx_no_multicast" if paired else "tirx_multicast"] = build_other
+        other = 1 if multicast() else 2
+        key = "tirx_no_multicast" if multicast() else "tirx_multicast"
+        references[key] = _builder(*data, bm, bn, other, **normal_options(bm, bn))
     if schedule() != "basic" and bm == 64:  # one math warpgroup of m64nBN, timed beside
-
-        def build_one_wg():
-            kernel = compiled_gemm_1d2d("normal", N, K, bm, bn, consumers=1)
-            args = (aq, bq, sfa_rows(sfa), sfb, torch.empty_like(d), no_index(aq.device))
-            return lambda: kernel(*args)
-
-        references["tirx_one_wg"] = build_one_wg
-    if schedule() != "basic":  # upstream's tensor maps promote L2 fills to 256 B
-
-        def build_l2_256():
-            tiles = (bm, bn, 1, cluster if multicast() else 1)
-            kernel = compiled_gemm_1d2d("normal", N, K, *tiles, l2_promotion=3)
-            args = (aq, bq, sfa_rows(sfa), sfb, torch.empty_like(d), no_index(aq.device))
-            return lambda: kernel(*args)
-
-        references["tirx_l2_256"] = build_l2_256
-    if schedule() != "basic" and warpgroup_shape(bm, bn)[0] % 64 == 0:
-
-        def build_tma_store():
-            tiles = (bm, bn, 1, cluster if multicast() else 1)
-            kernel = compiled_gemm_1d2d("normal", N, K, *tiles, tma_store=True)
-            args = (aq, bq, sfa_rows(sfa), sfb, torch.empty_like(d), no_index(aq.device))
-            return lambda: kernel(*args)
-
-        references["tirx_tma_store"] = build_tma_store
+        one_wg = normal_options(bm, bn, consumers=1)
+        references["tirx_one_wg"] = _builder(*data, bm, bn, consumers=1, **one_wg)
     if schedule() != "basic" and M >= WIDE_BM:  # the opt-in 256-row tiles, timed beside
         bm, bn, cluster, multicast_a = pick_wide_layout(M, N, K, num_sms())
-        references["tirx_bm256"] = _wide_builder(aq, sfa, bq, sfb, d, bn, cluster, multicast_a)
-        if bn % 64 == 0:
-            references["tirx_bm256_tma"] = _wide_builder(
-                aq, sfa, bq, sfb, d, bn, cluster, multicast_a, tma_store=True
-            )
-        if multicast_a:  # and the pair sharing B, which ran first (2026-12-06)
-            references["tirx_bm256_share_b"] = _wide_builder(aq, sfa, bq, sfb, d, bn, 2, False)
+        wide = normal_options(WIDE_BM, bn)
+        references["tirx_bm256"] = _builder(*data, WIDE_BM, bn, cluster, multicast_a, **wide)
     if schedule() != "basic":
 
         def build_basic():
