@@ -43,3 +43,17 @@ def test_v6_reads_the_block_table_before_the_warpgroups_handoffs():
 
     assert table_reads_after_first_handoff("v6") == 0
     assert table_reads_after_first_handoff("v5") > 0
+
+
+@pytest.mark.parametrize("dtype, h_q, s_q", [("bfloat16", 128, 1), ("float16", 16, 2)])
+def test_combine_gives_each_row_a_warp_of_16_byte_loads(dtype, h_q, s_q):
+    """Eight rows per CTA, a warp each: per split four 16-byte loads per lane, and four
+    8-byte stores of the row's output per lane."""
+    from tirx_kernels.flashmla._mla_combine_tirx import make_combine
+
+    source, _, spilled, _ = toolchain.ptxas_report(make_combine(dtype, h_q, s_q))
+    assert not spilled
+    assert "__launch_bounds__(256)" in source
+    assert source.count("tvm_builtin_ptx_ld_vec_global_v4_f32(part_ptr") == 4
+    assert source.count("tvm_builtin_ptx_st_vec_global_v2_b32((&(OUT_ptr") == 4
+    assert "warp_reduce_max_32(" in source and "warp_reduce_sum_32(" in source

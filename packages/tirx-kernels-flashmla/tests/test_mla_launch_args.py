@@ -12,8 +12,8 @@ import torch
 
 from tirx_kernels.core import host, testing
 from tirx_kernels.flashmla import decode
+from tirx_kernels.flashmla._mla_combine_tirx import make_combine
 from tirx_kernels.flashmla._mla_decode_schedule import VARIANTS
-from tirx_kernels.flashmla._mla_decode_tirx import make_combine
 
 
 @pytest.fixture

@@ -3,11 +3,11 @@
 # Copyright (c) 2025 DeepSeek.
 # SPDX-License-Identifier: Apache-2.0 AND MIT
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""The sm_90a kernels of dense MLA decode: split-KV attention and the split combine.
+"""The first sm_90a split-KV kernel of dense MLA decode ("v1") and what the later ones share.
 
-Port of FlashMLA's dense decode (``csrc/sm90/decode/dense/splitkv_mla.cuh``, ``traits.h``)
-and its combine (``csrc/smxx/decode/combine/combine.cu``), re-expressed in TIRx with a
-simpler schedule (docs/mla_decode.md).
+Port of FlashMLA's dense decode (``csrc/sm90/decode/dense/splitkv_mla.cuh``, ``traits.h``),
+re-expressed in TIRx with a simpler schedule (docs/mla_decode.md); the split combine is in
+:mod:`._mla_combine_tirx`.
 
 ``make_decode`` -- one CTA per (scheduler part ``p``, 64-row tile ``mt`` of the
 ``R = s_q * h_q`` query rows of a request), 256 threads = 2 warpgroups. Part ``p`` walks the
@@ -26,10 +26,6 @@ SBO = 1 KiB between 8-token groups). Each (request, split) writes ``O / l`` in f
 ``lse = ln(sum exp)`` of its rows to ``OACC[split]`` / ``LACC[split]``; a request of one
 split writes ``out`` and ``lse`` itself (``csrc/sm90/decode/dense/splitkv_mla.cuh``'s
 ``is_no_split`` path).
-
-``make_combine`` -- one CTA of 128 threads per (request, query row): merges the request's
-splits ``NSPL[b] .. NSPL[b + 1]`` with log-sum-exp weights into ``out`` and ``lse``, and skips
-a request of one split.
 """
 
 from __future__ import annotations
@@ -471,58 +467,3 @@ def _load_page(KC, BT, req, blk, seqlen, NT, dst, tid):
             16,
             T.if_then_else(T.And(ok, blk * PAGE + row < seqlen), T.uint32(16), T.uint32(0)),
         )
-
-
-@functools.cache
-def make_combine(dtype="bfloat16", h_q=128, s_q=1):
-    """Combine PrimFunc: out[b, r] = sum_i exp(lse_i - lse) O_i over the request's splits."""
-    check_static(dtype, h_q, s_q)
-    R = s_q * h_q
-    B = T.dynamic("B")
-    B1 = T.dynamic("B1")
-    TOT = T.dynamic("TOT")
-    f32 = "float32"
-    per = D_V // 128
-
-    @T.function
-    def mla_combine(
-        NSPL: T.Tensor((B1,), "int32", align=4),
-        OACC: T.Tensor((TOT, R, D_V), f32),
-        LACC: T.Tensor((TOT, R), f32),
-        OUT: T.Tensor((B, R, D_V), dtype),
-        LSE: T.Tensor((B, R), f32),
-    ):
-        T.func_attr({"tirx.noalias": True})
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=(R, B), block=128))
-        tid = T.cuda.thread_idx("x")
-        r = T.cuda.block_idx("x")
-        b = T.cuda.block_idx("y")
-        # a request of one split was written by the decode kernel (upstream skips it too)
-        if NSPL[b + 1] - NSPL[b] != 1:
-            first = T.min(T.max(NSPL[b], 0), TOT)  # device-side guard: splits of OACC only
-            last = T.min(T.max(NSPL[b + 1], first), TOT)
-            mx = T.local_scalar("float32")
-            mx = T.float32(-math.inf)
-            for s in T.serial(first, last):
-                mx = T.max(mx, LACC[s, r])
-            safe = T.if_then_else(mx == T.float32(-math.inf), T.float32(0), mx)
-            tot = T.local_scalar(f32)
-            tot = T.float32(0)
-            for s in T.serial(first, last):
-                tot = tot + T.exp(LACC[s, r] - safe)
-            empty = tot == T.float32(0)
-            lse = T.if_then_else(empty, T.float32(math.inf), safe + T.log(tot))
-            acc = T.alloc_local((per,), f32)
-            for v in T.unroll(per):
-                acc[v] = T.float32(0)
-            if not empty:
-                for s in T.serial(first, last):
-                    w = T.exp(LACC[s, r] - lse)
-                    for v in T.unroll(per):
-                        acc[v] = acc[v] + w * OACC[s, r, v * 128 + tid]
-            for v in T.unroll(per):
-                OUT[b, r, v * 128 + tid] = T.cast(acc[v], dtype)
-            if tid == 0:
-                LSE[b, r] = lse
-
-    return mla_combine

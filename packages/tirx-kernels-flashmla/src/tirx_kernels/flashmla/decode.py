@@ -55,6 +55,7 @@ from tirx_kernels.core import host, toolchain
 from tirx_kernels.core.ops import public_op
 
 from . import _mla_decode_tirx, _mla_decode_v2_tirx, _mla_decode_v5_tirx
+from ._mla_combine_tirx import make_combine
 from ._mla_decode_schedule import (
     META_INTS,
     metadata_on_device,
@@ -62,7 +63,7 @@ from ._mla_decode_schedule import (
     sched_meta,
     selected_variant,
 )
-from ._mla_decode_tirx import D_QK, D_V, PAGE, make_combine
+from ._mla_decode_tirx import D_QK, D_V, PAGE
 from ._mla_metadata_tirx import make_sched_meta
 
 _DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}

@@ -44,8 +44,9 @@ from tirx_kernels.core import toolchain
 from tirx_kernels.core.protocol import BENCH_OPTIONS
 from tirx_kernels.core.testing import assert_close, available, skip_unless_gpu
 
+from .._mla_combine_tirx import make_combine
 from .._mla_decode_schedule import selected_variant, variants_to_check
-from .._mla_decode_tirx import D_QK, D_V, PAGE, make_combine
+from .._mla_decode_tirx import D_QK, D_V, PAGE
 from ..decode import (
     DECODE_FACTORIES,
     flash_mla_with_kvcache,
