@@ -363,6 +363,32 @@ def _staging_store(out, view, row, col, barrier):
         bulk_commit()
 
 
+@T.inline
+def mbarrier_wait_at(addr, phase):
+    """Spin until the mbarrier at 32-bit shared address ``addr`` completes phase ``phase``
+    (``try_wait.parity`` with the same suspend-time hint as ``T.cuda.mbarrier_wait``, which
+    takes a generic pointer and converts it at each call)."""
+    source = (
+        "\n__forceinline__ __device__ void tirx_kernels_mbarrier_wait_at(unsigned addr, "
+        "int phase) {\n"
+        '  asm volatile("{\\n.reg .pred P1;\\nLAB_WAIT:\\n"\n'
+        '    "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 P1, [%0], %1, %2;\\n"\n'
+        '    "@P1 bra.uni DONE;\\nbra.uni LAB_WAIT;\\nDONE:\\n}\\n"\n'
+        '    :: "r"(addr), "r"(phase), "r"(0x989680) : "memory");\n}\n'
+    )
+    T.cuda.func_call("tirx_kernels_mbarrier_wait_at", addr, phase, source)
+
+
+@T.inline
+def mbarrier_arrive_at(addr):
+    """One arrival on the mbarrier at 32-bit shared address ``addr``."""
+    source = (
+        "\n__forceinline__ __device__ void tirx_kernels_mbarrier_arrive_at(unsigned addr) {\n"
+        '  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(addr) : "memory");\n}\n'
+    )
+    T.cuda.func_call("tirx_kernels_mbarrier_arrive_at", addr, source)
+
+
 # --------------------------------------------------------------------------- mbarrier ring
 
 
@@ -371,15 +397,22 @@ class Ring:
     """Full/empty mbarrier pairs of a ``stages``-slot ring plus this thread's (stage, phase).
 
     Protocol in :mod:`.pipeline`. ``init`` must run on one thread, followed by a CTA barrier
-    (``fence_init`` then ``T.cuda.cta_sync()``) before any other use.
+    (``fence_init`` then ``T.cuda.cta_sync()``) before any other use. ``by_address``: the
+    waits and local arrivals address the barriers through their 32-bit shared addresses,
+    taken once at :meth:`reset`, instead of converting a generic pointer at each call (in a
+    K loop the conversion re-reads the CTA id: two ``S2R`` per slot).
     """
 
-    def __init__(self, stages: int):
+    def __init__(self, stages: int, by_address: bool = False):
         self.stages = stages
+        self.by_address = by_address
         self.full = T.bind_(T.alloc_shared((stages,), "uint64", align=8))
         self.empty = T.bind_(T.alloc_shared((stages,), "uint64", align=8))
         self.stage = T.bind_(T.local_scalar("int32"))
         self.phase = T.bind_(T.local_scalar("int32"))
+        if by_address:
+            self.full_addr = T.bind_(T.local_scalar("uint32"))
+            self.empty_addr = T.bind_(T.local_scalar("uint32"))
 
     @T.inline
     def init(self, consumer_arrivals):
@@ -400,6 +433,9 @@ class Ring:
     def reset(self):
         self.stage = 0
         self.phase = 0
+        if T.constexpr(self.by_address):
+            self.full_addr = T.cuda.cvta_generic_to_shared(self.full.ptr_to([0]))
+            self.empty_addr = T.cuda.cvta_generic_to_shared(self.empty.ptr_to([0]))
 
     @T.inline
     def setup(self, tid, cluster=1, consumer_warps=8):
@@ -428,7 +464,10 @@ class Ring:
 
     @T.inline
     def producer_acquire(self):
-        T.cuda.mbarrier_wait(self.empty.ptr_to([self.stage]), self.phase ^ 1)
+        if T.constexpr(self.by_address):
+            mbarrier_wait_at(self.empty_addr + T.cast(8 * self.stage, "uint32"), self.phase ^ 1)
+        else:
+            T.cuda.mbarrier_wait(self.empty.ptr_to([self.stage]), self.phase ^ 1)
 
     @T.inline
     def producer_expect(self, nbytes):
@@ -436,11 +475,17 @@ class Ring:
 
     @T.inline
     def consumer_wait(self):
-        T.cuda.mbarrier_wait(self.full.ptr_to([self.stage]), self.phase)
+        if T.constexpr(self.by_address):
+            mbarrier_wait_at(self.full_addr + T.cast(8 * self.stage, "uint32"), self.phase)
+        else:
+            T.cuda.mbarrier_wait(self.full.ptr_to([self.stage]), self.phase)
 
     @T.inline
     def consumer_release(self, stage):
-        T.ptx.mbarrier.arrive.shared.b64(self.empty.ptr_to([stage]), T.uint32(1))
+        if T.constexpr(self.by_address):
+            mbarrier_arrive_at(self.empty_addr + T.cast(8 * stage, "uint32"))
+        else:
+            T.ptx.mbarrier.arrive.shared.b64(self.empty.ptr_to([stage]), T.uint32(1))
 
     @T.inline
     def consumer_release_remote(self, stage, rank):
