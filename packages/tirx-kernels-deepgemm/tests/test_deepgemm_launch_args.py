@@ -276,3 +276,16 @@ def test_the_op_stores_by_tma_where_warpgroups_own_whole_chunks():
     assert not normal_options(64, 64)["tma_store"]  # two warpgroups of 32 columns
     assert normal_options(64, 64, consumers=1)["tma_store"]
     assert not normal_options(128, 32)["tma_store"]
+
+
+def test_lean_loop_addresses_the_ring_and_reads_scales_after_the_issue():
+    """``lean_loop``: the ring's waits and arrivals take shared addresses taken once (no
+    generic pointer converted per call) and the kernel still assembles without spills."""
+    from tirx_kernels.core import toolchain
+
+    func = make_gemm_1d2d("normal", 4096, 512, 128, 128, tma_store=True, lean_loop=True)
+    source, registers, spilled, serialized = toolchain.ptxas_report(func)
+    assert "tirx_kernels_mbarrier_wait_at(" in source
+    assert "tvm_builtin_cuda_mbarrier_wait(" not in source.split("__global__")[-1]
+    assert not spilled and not serialized
+    assert toolchain.setmaxnreg_shortfall(source, registers) == 0

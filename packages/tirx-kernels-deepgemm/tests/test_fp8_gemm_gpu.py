@@ -79,6 +79,21 @@ def test_one_math_warpgroup(M, bn):
     assert calc_diff(d, want) <= kernel.MAX_DIFF
 
 
+@pytest.mark.parametrize("bm, bn, consumers", [(128, 128, 2), (256, 128, 2), (64, 64, 1)])
+@pytest.mark.parametrize("M", [1, 300, 520])
+def test_lean_loop(M, bm, bn, consumers):
+    """The opt-in lean K loop (ring barriers by address, scales read after the wgmma issue)
+    with the op's defaults."""
+    aq, sfa, bq, sfb, d = kernel.prepare_data(M, 512, 384, seed=M)
+    options = {"l2_promotion": 3, "tma_store": True, "lean_loop": True}
+    compiled_gemm_1d2d("normal", 512, 384, bm, bn, consumers=consumers, **options)(
+        aq, bq, sfa_rows(sfa), sfb, d, no_index(aq.device)
+    )
+    want = kernel.reference(aq, sfa, bq, sfb)
+    assert torch.isfinite(d).all()
+    assert calc_diff(d, want) <= kernel.MAX_DIFF
+
+
 @pytest.mark.parametrize("bm, bn, consumers", [(128, 128, 2), (256, 128, 2), (64, 128, 1)])
 @pytest.mark.parametrize("M", [1, 65, 300, 520])
 def test_tma_store(M, bm, bn, consumers):

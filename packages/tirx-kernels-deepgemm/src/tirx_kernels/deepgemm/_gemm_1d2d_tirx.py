@@ -169,6 +169,15 @@ def _load_operand(arena, offset, rows, src, bar, row, kb, mode, share, rank, l2)
 
 
 @T.inline
+def _read_scales(scale, sfa_s, sfb_s, row, kb, waves):
+    """A K block's two scale products per 128-row wave of this thread's two accumulator rows
+    (``row`` and ``row + 8`` of the slot's A scales, times the tile's B scale of ``kb``)."""
+    for wave in T.unroll(waves):
+        scale[2 * wave] = sfa_s[row + wave * 128] * sfb_s[kb]
+        scale[2 * wave + 1] = sfa_s[row + wave * 128 + 8] * sfb_s[kb]
+
+
+@T.inline
 def _stage_sfb(sfb_s, SFB, sfb_row, kb_count, ct, threads):
     """The tile's B scales (one per K block) into shared memory by the ``threads`` consumer
     threads (``ct`` their index), between two barriers of theirs: the first waits until the
@@ -203,6 +212,7 @@ def make_gemm_1d2d(
     consumers: int = 2,
     l2_promotion: int = 0,
     tma_store: bool = False,
+    lean_loop: bool = False,
 ):
     """The PrimFunc of GEMM type ``kind`` for one (N, K, BLOCK_M, BLOCK_N, groups);
     ``cluster=2`` (normal only): CTA pairs along M share each B tile by TMA multicast, or
@@ -213,7 +223,9 @@ def make_gemm_1d2d(
     upstream's (0: none). ``tma_store`` (normal only, a warpgroup share of whole 64-column
     chunks): D leaves through swizzled shared memory by TMA stores that drain while the next
     tile computes, as upstream's epilogue, instead of bf16 pairs stored from registers. The
-    op turns both on for the normal GEMM (``fp8_gemm.normal_options``).
+    op turns both on for the normal GEMM (``fp8_gemm.normal_options``). ``lean_loop``: the
+    ring's barriers addressed by their shared addresses (``Ring(by_address=True)``) and a K
+    block's scales read after its wgmmas are issued, as upstream's K loop (opt-in, untimed).
 
     Arguments: normal ``(A, B, SFA, SFB, D)``; contiguous ``(A, B, SFA, SFB, D, IDX)``;
     masked ``(A, B, SFA, SFB, D, MASK)`` (module docstring)."""
@@ -293,7 +305,7 @@ def make_gemm_1d2d(
         arena = T.alloc_shared((smem,), FP8, scope="shared.dyn", align=1024)
         sfa_s = T.alloc_shared((stages * BM,), "float32", align=128)  # A scales, per slot
         sfb_s = T.alloc_shared((kb_count,), "float32", align=16)  # the tile's B scales
-        ring = dsl.Ring(stages)
+        ring = dsl.Ring(stages, by_address=lean_loop)
         # tile walk state (tiles of a cluster): [total, group, first tile of the group,
         # M tiles of the group]
         walk = T.alloc_local((4,), "int32")
@@ -393,11 +405,10 @@ def make_gemm_1d2d(
                 if valid:
                     for kb in T.serial(kb_count):
                         ring.consumer_wait()
-                        # the K block's scales, read before the slot is freed
-                        for wave in T.unroll(WAVES):
-                            row = ring.stage * BM + r_in + wave * 128
-                            scale[2 * wave] = sfa_s[row] * sfb_s[kb]
-                            scale[2 * wave + 1] = sfa_s[row + 8] * sfb_s[kb]
+                        # the K block's scales, read before the slot is freed (lean: after
+                        # the first wave's wgmmas are issued, off their issue path)
+                        if T.constexpr(not lean_loop):
+                            _read_scales(scale, sfa_s, sfb_s, ring.stage * BM + r_in, kb, WAVES)
                         for wave in T.unroll(WAVES):
                             da = dsl.descriptor(
                                 desc_a,
@@ -415,6 +426,8 @@ def make_gemm_1d2d(
                             dsl.wgmma_fence()
                             dsl.mma_ksteps(acc, da, db, a_steps, b_steps, T.bool(False), WN, FP8)
                             dsl.wgmma_commit()
+                            if T.constexpr(lean_loop and wave == 0):
+                                _read_scales(scale, sfa_s, sfb_s, ring.stage * BM + r_in, kb, WAVES)
                             dsl.wgmma_wait(0)
                             if wave == WAVES - 1:
                                 _release(ring, lane, rank, CL)

@@ -69,14 +69,15 @@ def compiled_gemm_1d2d(
     consumers: int = 2,
     l2_promotion: int = 0,
     tma_store: bool = False,
+    lean_loop: bool = False,
 ):
     """A prefetch-schedule kernel (``_gemm_1d2d_tirx``), compiled once per configuration."""
-    options = (num_groups, cluster, multicast_a, consumers, l2_promotion, tma_store)
+    options = (num_groups, cluster, multicast_a, consumers, l2_promotion, tma_store, lean_loop)
     return _compiled_gemm_1d2d(kind, N, K, bm, bn, *options)
 
 
 @functools.cache
-def _compiled_gemm_1d2d(kind, N, K, bm, bn, groups, cluster, multicast_a, consumers, l2, tma):
+def _compiled_gemm_1d2d(kind, N, K, bm, bn, groups, cluster, multicast_a, consumers, l2, tma, lean):
     func = make_gemm_1d2d(
         kind,
         N,
@@ -89,6 +90,7 @@ def _compiled_gemm_1d2d(kind, N, K, bm, bn, groups, cluster, multicast_a, consum
         consumers=consumers,
         l2_promotion=l2,
         tma_store=tma,
+        lean_loop=lean,
     )
     return toolchain.compile(func)
 

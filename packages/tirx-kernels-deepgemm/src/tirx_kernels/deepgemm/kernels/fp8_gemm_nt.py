@@ -214,7 +214,8 @@ def run_bench(M, N, K, **options):
     """Kernel time (us) of ours (the selected schedule), the basic schedule (``tirx_basic``),
     the prefetch schedule with the other multicast choice where the model would pair CTAs
     (``tirx_multicast``, or ``tirx_no_multicast`` under ``TIRX_DEEPGEMM_MULTICAST=1``), the
-    default's tiles without the L2 promotion and the TMA epilogue (``tirx_direct_store``),
+    default's tiles without the L2 promotion and the TMA epilogue (``tirx_direct_store``)
+    and with the opt-in lean K loop (``tirx_lean``),
     the opt-in 256-row tiles from M = 256 on (``tirx_bm256``, the model's CTA pair), where
     the pick is BLOCK_M 64 the same tile on one math warpgroup (``tirx_one_wg``, upstream's
     256-thread kernel),
@@ -226,6 +227,9 @@ def run_bench(M, N, K, **options):
     paired = cluster if multicast() else 1
     if schedule() != "basic":  # the tiles as before the L2 promotion and the TMA epilogue
         references["tirx_direct_store"] = _builder(*data, bm, bn, paired)
+        # and with the opt-in lean K loop
+        lean = {**normal_options(bm, bn), "lean_loop": True}
+        references["tirx_lean"] = _builder(*data, bm, bn, paired, **lean)
     if schedule() != "basic" and cluster > 1:  # the model pairs CTAs: time the other choice
         other = 1 if multicast() else 2
         key = "tirx_no_multicast" if multicast() else "tirx_multicast"
