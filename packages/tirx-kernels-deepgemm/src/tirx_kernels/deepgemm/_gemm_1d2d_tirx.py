@@ -384,7 +384,8 @@ def make_gemm_1d2d(
             packed4 = T.alloc_local((4,), "uint32")
             lane = tid % 32
             base = dsl.smem_addr(arena)
-            w = wg - 1
+            # (a constant with one consumer: no thread index in its descriptors' addresses)
+            w = wg - 1 if consumers > 1 else 0
             m_off, n_off = warpgroup_origin(BM, BN, w, consumers)  # rows (wave 0), columns
             a_wg = T.uint32(m_off * BK)
             b_wg = T.uint32(n_off * BK)
