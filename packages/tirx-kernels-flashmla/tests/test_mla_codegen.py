@@ -46,12 +46,12 @@ def test_v6_reads_the_block_table_before_the_warpgroups_handoffs():
 
 
 @pytest.mark.parametrize("dtype, h_q, s_q", [("bfloat16", 128, 1), ("float16", 16, 2)])
-def test_combine_gives_each_row_a_warp_of_16_byte_loads(dtype, h_q, s_q):
+def test_the_warp_combine_gives_each_row_a_warp_of_16_byte_loads(dtype, h_q, s_q):
     """Eight rows per CTA, a warp each: per split four 16-byte loads per lane, and four
     8-byte stores of the row's output per lane."""
-    from tirx_kernels.flashmla._mla_combine_tirx import make_combine
+    from tirx_kernels.flashmla._mla_combine_tirx import make_combine_warp_rows
 
-    source, _, spilled, _ = toolchain.ptxas_report(make_combine(dtype, h_q, s_q))
+    source, _, spilled, _ = toolchain.ptxas_report(make_combine_warp_rows(dtype, h_q, s_q))
     assert not spilled
     assert "__launch_bounds__(256)" in source
     assert source.count("tvm_builtin_ptx_ld_vec_global_v4_f32(part_ptr") == 4

@@ -12,7 +12,6 @@ import torch
 
 from tirx_kernels.core import host, testing
 from tirx_kernels.flashmla import decode
-from tirx_kernels.flashmla._mla_combine_tirx import make_combine
 from tirx_kernels.flashmla._mla_decode_schedule import VARIANTS
 
 
@@ -24,7 +23,11 @@ def launched(monkeypatch):
         return decode.DECODE_FACTORIES[variant](dtype, h_q, s_q, causal)
 
     monkeypatch.setattr(decode, "_decode_exec", testing.checked_launches(make_decode, funcs))
-    monkeypatch.setattr(decode, "_combine_exec", testing.checked_launches(make_combine, funcs))
+
+    def combine_kernel(dtype, h_q, s_q, combine="row"):
+        return decode.COMBINE_FACTORIES[combine](dtype, h_q, s_q)
+
+    monkeypatch.setattr(decode, "_combine_exec", testing.checked_launches(combine_kernel, funcs))
     monkeypatch.setattr(host, "main_of", lambda executable: executable)  # plans' fallback
     check_args = decode.check_args
 
@@ -35,10 +38,11 @@ def launched(monkeypatch):
     return funcs
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant, combine", [(v, "row") for v in VARIANTS] + [("v5", "warp")])
 @pytest.mark.parametrize("s_q, h_q", [(1, 16), (2, 64), (1, 128)])
-def test_decode_launches_match_the_kernels(launched, monkeypatch, variant, s_q, h_q):
+def test_decode_launches_match_the_kernels(launched, monkeypatch, variant, combine, s_q, h_q):
     monkeypatch.setenv("TIRX_FLASHMLA_VARIANT", variant)
+    monkeypatch.setenv("TIRX_FLASHMLA_COMBINE", combine)
     batch, blocks = 3, 4
     lens = torch.tensor([100, 1, 256], dtype=torch.int32)
     meta, splits = decode.get_mla_metadata(lens, s_q * h_q, 1)
@@ -54,6 +58,10 @@ def test_decode_launches_match_the_kernels(launched, monkeypatch, variant, s_q, 
     )
     assert len(launched) == 2 and out.shape == (batch, s_q, h_q, 512)
     assert lse.shape == (batch, h_q, s_q)
+    assert (
+        launched[1].attrs["global_symbol"]
+        == {"row": "mla_combine", "warp": "mla_combine_warp_rows"}[combine]
+    )
 
 
 def test_int32_arguments_at_any_element_offset(launched):
@@ -133,7 +141,7 @@ def test_the_direct_launcher_reads_each_variants_host_code(variant, monkeypatch)
     lens = torch.tensor([100, 1, 256], dtype=torch.int32)
     meta, splits = decode.get_mla_metadata(lens, 128, 1)
     outputs = decode.op_outputs(q, meta.shape[0])
-    exe = decode._kernels(variant, q, False)[0]
+    exe = decode.compiled_kernels(variant, q, False)[0]
     args = (q.view(3, 128, 576), k_cache.view(-1, 576), table, lens, meta, splits, *outputs[2:])
     args += (outputs[0].view(3, 128, 512), outputs[1].view(3, 128), 0.1)
     (launch,) = launch_spec.launch_spec(toolchain.host_code(exe), args)

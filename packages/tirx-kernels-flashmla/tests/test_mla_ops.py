@@ -13,9 +13,13 @@ from tirx_kernels.core import testing
 from tirx_kernels.core.ops import is_registered
 from tirx_kernels.flashmla import decode
 from tirx_kernels.flashmla._mla_decode_schedule import (
+    COMBINE_ENV,
+    COMBINES,
+    DEFAULT_COMBINE,
     DEFAULT_VARIANT,
     VARIANT_ENV,
     VARIANTS,
+    selected_combine,
     selected_variant,
     variants_to_check,
 )
@@ -88,10 +92,17 @@ def test_an_explicit_variant_is_checked_alone():
 def test_get_kernel_builds_every_variant_or_the_one_named(monkeypatch):
     monkeypatch.delenv(VARIANT_ENV, raising=False)
     funcs = contract.get_kernel(dtype="float16", h_q=16, s_q=2, causal=True)
-    assert len(funcs) == len(VARIANTS) + 1
+    assert len(funcs) == len(VARIANTS) + 2  # and both combine kernels
     monkeypatch.setenv(VARIANT_ENV, "v2")  # a targeted (or fallback) run compiles only it
     names = [f.attrs["global_symbol"] for f in contract.get_kernel(h_q=16)]
-    assert names == ["mla_decode_v2", "mla_combine"]
+    assert names == ["mla_decode_v2", "mla_combine", "mla_combine_warp_rows"]
+
+
+def test_the_combine_is_selected_by_the_environment():
+    assert selected_combine({}) == DEFAULT_COMBINE == "row"
+    assert [selected_combine({COMBINE_ENV: c}) for c in COMBINES] == list(COMBINES)
+    with pytest.raises(ValueError, match="TIRX_FLASHMLA_COMBINE='cta' is not one of"):
+        selected_combine({COMBINE_ENV: "cta"})
 
 
 def test_metadata_shapes_and_dtypes():

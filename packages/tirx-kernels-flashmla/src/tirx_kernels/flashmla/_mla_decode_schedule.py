@@ -52,6 +52,22 @@ def selected_variant(environ=None) -> str:
     return value
 
 
+# The split combine (_mla_combine_tirx): "row" (a CTA of 128 threads per query row, the
+# default) or "warp" (a warp per row, eight rows per CTA: opt-in until it has run on a GPU).
+COMBINES = ("row", "warp")
+DEFAULT_COMBINE = "row"
+COMBINE_ENV = "TIRX_FLASHMLA_COMBINE"
+
+
+def selected_combine(environ=None) -> str:
+    """The combine kernel a call uses: ``$TIRX_FLASHMLA_COMBINE`` if set (ValueError unless
+    one of ``COMBINES``), else ``DEFAULT_COMBINE``."""
+    value = (os.environ if environ is None else environ).get(COMBINE_ENV, "") or DEFAULT_COMBINE
+    if value not in COMBINES:
+        raise ValueError(f"flash_mla: {COMBINE_ENV}={value!r} is not one of {list(COMBINES)}")
+    return value
+
+
 # TIRX_FLASHMLA_METADATA=host computes get_mla_metadata for CUDA tensors on the host (one
 # device-to-host copy, values checked), the fallback to the GPU kernel of _mla_metadata_tirx.
 METADATA_ENV = "TIRX_FLASHMLA_METADATA"

@@ -55,12 +55,13 @@ from tirx_kernels.core import host, toolchain
 from tirx_kernels.core.ops import public_op
 
 from . import _mla_decode_tirx, _mla_decode_v2_tirx, _mla_decode_v5_tirx
-from ._mla_combine_tirx import make_combine
+from ._mla_combine_tirx import make_combine, make_combine_warp_rows
 from ._mla_decode_schedule import (
     META_INTS,
     metadata_on_device,
     num_sm_parts,
     sched_meta,
+    selected_combine,
     selected_variant,
 )
 from ._mla_decode_tirx import D_QK, D_V, PAGE
@@ -82,9 +83,13 @@ def _decode_exec(variant, dtype, h_q, s_q, causal):
     return toolchain.compile(DECODE_FACTORIES[variant](dtype, h_q, s_q, causal))
 
 
+# combine name (_mla_decode_schedule.COMBINES) -> combine kernel factory
+COMBINE_FACTORIES = {"row": make_combine, "warp": make_combine_warp_rows}
+
+
 @functools.cache
-def _combine_exec(dtype, h_q, s_q):
-    return toolchain.compile(make_combine(dtype, h_q, s_q))
+def _combine_exec(dtype, h_q, s_q, combine="row"):
+    return toolchain.compile(COMBINE_FACTORIES[combine](dtype, h_q, s_q))
 
 
 @functools.cache
@@ -175,13 +180,13 @@ def _flash_mla_op(
     launch(selected_variant(), outputs, inputs, softmax_scale, causal)
 
 
-def _kernels(variant, q, causal) -> tuple:
+def compiled_kernels(variant, q, causal, combine=None) -> tuple:
     """(decode, combine): the compiled split-KV kernel of ``variant`` and the combine kernel
-    for q ``(batch, s_q, h_q, 576)``."""
+    ``combine`` (default: ``selected_combine()``) for q ``(batch, s_q, h_q, 576)``."""
     _, s_q, h_q, _ = q.shape
     dtype = _DTYPES[q.dtype]
     decode = _decode_exec(variant, dtype, h_q, s_q, bool(causal) and s_q > 1)
-    return decode, _combine_exec(dtype, h_q, s_q)
+    return decode, _combine_exec(dtype, h_q, s_q, combine or selected_combine())
 
 
 def launch(variant, outputs, inputs, softmax_scale, causal, launchers=None):
@@ -189,12 +194,12 @@ def launch(variant, outputs, inputs, softmax_scale, causal, launchers=None):
     time and check each variant through this; the op passes the selected one): ``outputs``
     are the op's (out, lse, out_accum, lse_accum), ``inputs`` its (q, k_cache, block_table,
     cache_seqlens, tile_scheduler_metadata, num_splits); ``launchers``: (decode, combine)
-    taking the kernels' arguments (a plan's bound launchers), else :func:`_kernels`."""
+    taking the kernels' arguments (a plan's bound launchers), else :func:`compiled_kernels`."""
     out, lse, out_accum, lse_accum = outputs
     q, k_cache, block_table, cache_seqlens, tile_scheduler_metadata, num_splits = inputs
     batch, s_q, h_q, _ = q.shape
     rows = s_q * h_q
-    decode, combine = launchers or _kernels(variant, q, causal)
+    decode, combine = launchers or compiled_kernels(variant, q, causal)
     out_rows, lse_rows = out.view(batch, rows, D_V), lse.view(batch, rows)
     decode(
         q.view(batch, rows, D_QK),
@@ -319,8 +324,8 @@ _sig = host.signature
 
 def _plan(inputs: tuple, head_dim_v: int, causal: bool) -> Callable:
     """The checked launch of one call signature, ``plan(inputs, softmax_scale)``; the variant
-    switch is part of the key, as it is read at each call."""
-    key = (selected_variant(), head_dim_v, causal, *map(_sig, inputs))
+    and combine switches are part of the key, as they are read at each call."""
+    key = (selected_variant(), selected_combine(), head_dim_v, causal, *map(_sig, inputs))
     return host.lookup(_PLANS, key, _resolve, inputs, head_dim_v, causal)
 
 
@@ -328,7 +333,7 @@ def _resolve(inputs: tuple, head_dim_v: int, causal: bool) -> Callable:
     check_args(*inputs[:4], head_dim_v, *inputs[4:])
     variant = selected_variant()
     # bound to this signature's shapes on the first call (the direct launcher where it applies)
-    launchers = tuple(map(host.bound_on_first_call, _kernels(variant, inputs[0], causal)))
+    launchers = tuple(map(host.bound_on_first_call, compiled_kernels(variant, inputs[0], causal)))
 
     def plan(inputs, softmax_scale):
         outputs = op_outputs(inputs[0], inputs[4].shape[0])

@@ -44,11 +44,12 @@ from tirx_kernels.core import toolchain
 from tirx_kernels.core.protocol import BENCH_OPTIONS
 from tirx_kernels.core.testing import assert_close, available, skip_unless_gpu
 
-from .._mla_combine_tirx import make_combine
-from .._mla_decode_schedule import selected_variant, variants_to_check
+from .._mla_combine_tirx import make_combine, make_combine_warp_rows
+from .._mla_decode_schedule import COMBINES, selected_combine, selected_variant, variants_to_check
 from .._mla_decode_tirx import D_QK, D_V, PAGE
 from ..decode import (
     DECODE_FACTORIES,
+    compiled_kernels,
     flash_mla_with_kvcache,
     get_mla_metadata,
     launch,
@@ -273,10 +274,10 @@ _UNUSED_BLOCK = 2147480000  # what FlashMLA's test writes into unused block-tabl
 def get_kernel(dtype="bfloat16", h_q=128, s_q=1, causal=False, **_):
     """The split-KV decode kernel of every variant (``VARIANTS``: each compiles for every
     config; only the one ``$TIRX_FLASHMLA_VARIANT`` names, as run_test and run_bench then
-    launch only it) and the combine kernel of this (dtype, h_q, s_q, causal)."""
+    launch only it) and both combine kernels of this (dtype, h_q, s_q, causal)."""
     causal = causal and s_q > 1
     decode = [DECODE_FACTORIES[v](dtype, h_q, s_q, causal) for v in variants_to_check()]
-    return [*decode, make_combine(dtype, h_q, s_q)]
+    return [*decode, make_combine(dtype, h_q, s_q), make_combine_warp_rows(dtype, h_q, s_q)]
 
 
 def seqlens_of(batch, s_k, varlen, s_q=1, causal=False, seed=0):
@@ -422,6 +423,18 @@ def run_test(**config):
         report.update({f"{k}_{variant}": v for k, v in errs.items()})
         if variant == chosen:
             report.update(errs)
+    # the other combine kernel behind the chosen split-KV kernel
+    for combine in (c for c in COMBINES if c != selected_combine()):
+        outputs = op_outputs(q, meta.shape[0])
+        inputs = (q, k_cache, table, seqlens, meta, splits)
+        launchers = compiled_kernels(chosen, q, causal, combine)
+        launch(chosen, outputs, inputs, D_QK**-0.5, causal, launchers)
+        torch.cuda.synchronize()
+        try:
+            errs = compare(outputs[0], outputs[1].transpose(1, 2), want_out, want_lse)
+        except AssertionError as e:
+            raise AssertionError(f"combine {combine}: {e}") from e
+        report.update({f"{k}_{combine}_combine": v for k, v in errs.items()})
     # FlashMLA's own result, reported (the check is the reference); it has no page guards
     if not badpages and available("flash_mla"):
         import flash_mla
@@ -464,6 +477,13 @@ def run_bench(
             return functools.partial(op, *outputs, *inputs, scale, causal)
         return functools.partial(launch, variant, outputs, inputs, scale, causal)
 
+    def other_combine(combine):
+        """A builder: the chosen split-KV kernel behind combine kernel ``combine``."""
+        launchers = compiled_kernels(chosen, q, causal, combine)
+        outputs = op_outputs(q, meta.shape[0])
+        inputs = (q, k_cache, table, seqlens, meta, splits)
+        return functools.partial(launch, chosen, outputs, inputs, scale, causal, launchers)
+
     funcs = {"tirx": ours(chosen)}
     funcs.update({f"tirx_{v}": ours(v) for v in variants_to_check()[1:]})
 
@@ -481,6 +501,8 @@ def run_bench(
         return launch_ref
 
     refs = {"flash_mla": build_flashmla} if available("flash_mla") else {}
+    for combine in (c for c in COMBINES if c != selected_combine()):  # the other combine
+        refs[f"tirx_{combine}_combine"] = functools.partial(other_combine, combine)
     if available("flashinfer"):
         args = (q, k_cache, table, seqlens, scale, causal)
         refs["flashinfer_fa3"] = functools.partial(_flashinfer_mla, *args)
