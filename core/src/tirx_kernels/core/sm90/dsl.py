@@ -399,8 +399,9 @@ class Ring:
     Protocol in :mod:`.pipeline`. ``init`` must run on one thread, followed by a CTA barrier
     (``fence_init`` then ``T.cuda.cta_sync()``) before any other use. ``by_address``: the
     waits and local arrivals address the barriers through their 32-bit shared addresses,
-    taken once at :meth:`reset`, instead of converting a generic pointer at each call (in a
-    K loop the conversion re-reads the CTA id: two ``S2R`` per slot).
+    taken once at :meth:`reset`, instead of converting a generic pointer at each call (the
+    conversion re-read the CTA id in deepgemm's K loop; ptxas may still rematerialize the
+    address there, as it did in deepgemm's lean loop).
     """
 
     def __init__(self, stages: int, by_address: bool = False):
