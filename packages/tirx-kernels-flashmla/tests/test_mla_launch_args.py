@@ -24,7 +24,7 @@ def launched(monkeypatch):
 
     monkeypatch.setattr(decode, "_decode_exec", testing.checked_launches(make_decode, funcs))
 
-    def combine_kernel(dtype, h_q, s_q, combine="row"):
+    def combine_kernel(dtype, h_q, s_q, combine):
         return decode.COMBINE_FACTORIES[combine](dtype, h_q, s_q)
 
     monkeypatch.setattr(decode, "_combine_exec", testing.checked_launches(combine_kernel, funcs))

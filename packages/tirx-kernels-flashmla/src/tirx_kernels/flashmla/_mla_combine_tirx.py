@@ -13,12 +13,10 @@ kernel wrote it); ``$TIRX_FLASHMLA_COMBINE`` picks one (``_mla_decode_schedule``
 each thread four of the 512 columns.
 
 ``make_combine_warp_rows`` ("warp", opt-in until it has run on a GPU) -- one warp per
-(request ``b``, query row ``r``), ``ROWS`` rows per CTA:
-merges the request's splits ``NSPL[b] .. NSPL[b + 1]`` of ``OACC`` / ``LACC`` with
-log-sum-exp weights into ``OUT`` and ``LSE``, and skips a request of one split (the decode
-kernel wrote it). The lanes share the splits' LSEs for the max and the sum (warp
-reductions), then each lane owns 16 of the 512 output columns (four 16-byte loads per
-split, coalesced over the warp) and stores them as 8-byte bf16/fp16 quads.
+(request ``b``, query row ``r``), ``ROWS`` rows per CTA. The lanes share the splits' LSEs
+for the max and the sum (warp reductions), then each lane owns 16 of the 512 output
+columns (four 16-byte loads per split, coalesced over the warp) and stores them as 8-byte
+bf16/fp16 quads.
 """
 
 from __future__ import annotations
@@ -28,10 +26,9 @@ import math
 
 from tirx_kernels.core.toolchain import T
 
-from ._mla_decode_tirx import D_V, check_static
+from ._mla_decode_tirx import _CVT, D_V, check_static
 
 ROWS = 8  # query rows (warps) of a combine CTA
-_CVT = {"bfloat16": "bf16x2", "float16": "f16x2"}
 
 
 @functools.cache

@@ -88,7 +88,7 @@ COMBINE_FACTORIES = {"row": make_combine, "warp": make_combine_warp_rows}
 
 
 @functools.cache
-def _combine_exec(dtype, h_q, s_q, combine="row"):
+def _combine_exec(dtype, h_q, s_q, combine):
     return toolchain.compile(COMBINE_FACTORIES[combine](dtype, h_q, s_q))
 
 
