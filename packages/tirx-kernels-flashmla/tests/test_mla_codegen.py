@@ -21,6 +21,8 @@ pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not f
         ("v5", "bfloat16", 128, 1, False),
         ("v5", "float16", 16, 2, True),
         ("v6", "bfloat16", 128, 1, False),
+        ("v7", "bfloat16", 128, 1, False),
+        ("v7", "float16", 16, 2, True),
     ],
 )
 def test_split_kv_kernel_assembles_without_spills_or_serialized_wgmmas(
@@ -43,6 +45,19 @@ def test_v6_reads_the_block_table_before_the_warpgroups_handoffs():
 
     assert table_reads_after_first_handoff("v6") == 0
     assert table_reads_after_first_handoff("v5") > 0
+
+
+def test_v7_issues_the_next_requests_loads_before_the_epilogue_stores():
+    """v7 (``prefetch``) issues the next request's Q (18 cp.async a thread) and first pages
+    between the last pair step and the split's stores; v5 issues them at a request's start."""
+
+    def q_loads_between_steps_and_stores(variant):
+        func = decode.DECODE_FACTORIES[variant]("bfloat16", 128, 1, False)
+        body = toolchain.cuda_source(toolchain.compile(func)).split("for (int it = 0", 1)[1]
+        return body.split("OACC_ptr[", 1)[0].count("(&(Q_ptr[")
+
+    assert q_loads_between_steps_and_stores("v7") == 18
+    assert q_loads_between_steps_and_stores("v5") == 0
 
 
 @pytest.mark.parametrize("dtype, h_q, s_q", [("bfloat16", 128, 1), ("float16", 16, 2)])

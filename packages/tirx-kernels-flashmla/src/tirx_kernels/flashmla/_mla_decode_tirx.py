@@ -140,6 +140,7 @@ def split_kv_kernel(
     request_end,
     request_start=None,
     blocks_per_step=1,
+    request_prefetch=None,
 ):
     """The split-KV decode PrimFunc ``name`` (``smem`` bytes of dynamic shared memory): what
     every variant shares -- the signature (batch, page count, table width, scheduler parts
@@ -153,7 +154,9 @@ def split_kv_kernel(
     when more than one), ``request_end(thread, rows, tiles)`` what comes before a request's
     epilogue and ``request_start(Q, KC, BT, NT, req, lo, hi, mt, seqlen, base, tid, R,
     tiles)`` the loads of Q and the first page of a request with blocks (default:
-    :func:`cp_async_request_start`)."""
+    :func:`cp_async_request_start`) and, if given, ``request_prefetch(Q, KC, BT, NT, req, lo,
+    hi, mt, base, tid, R, tiles)`` those loads of the next request (when it has blocks),
+    issued after ``request_end`` and a CTA barrier, before the epilogue's stores."""
     request_start = request_start or cp_async_request_start
     causal = bool(causal) and s_q > 1
     R = s_q * h_q
@@ -203,7 +206,8 @@ def split_kv_kernel(
         end_req = META[part, 1]
         # device-side guards (no host check of values): requests clamped to [0, B), blocks to
         # the block table's width, splits to the accumulators (see _load_page for pages)
-        for req in T.serial(T.max(begin_req, 0), T.min(end_req, B - 1) + 1):
+        last_req = T.min(end_req, B - 1)
+        for req in T.serial(T.max(begin_req, 0), last_req + 1):
             seqlen, lo, hi, split = _request_blocks(
                 SEQ, META, NSPL, MAXB, part, req, begin_req, end_req
             )
@@ -231,6 +235,17 @@ def split_kv_kernel(
                     tiles,
                 )
             request_end((tid, wg, lane, r0, c0), (m, lsum, corr, lim, acc_o), tiles)
+            if T.constexpr(request_prefetch is not None):
+                # the next request's loads overlap this one's stores (shared memory is free)
+                T.cuda.cta_sync()
+                if req < last_req:
+                    n_seqlen, n_lo, n_hi, n_split = _request_blocks(
+                        SEQ, META, NSPL, MAXB, part, req + 1, begin_req, end_req
+                    )
+                    if n_lo < n_hi:
+                        request_prefetch(
+                            Q, KC, BT, NT, req + 1, n_lo, n_hi, mt, base, tid, R, tiles
+                        )
             # epilogue: O / l and lse of this (request, split), or of the request itself
             # when it has only this split (upstream's is_no_split: the combine skips it)
             unsplit = NSPL[req + 1] - NSPL[req] == 1

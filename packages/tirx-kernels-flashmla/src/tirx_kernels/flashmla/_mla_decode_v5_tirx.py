@@ -75,11 +75,13 @@ SCALE0, SCALE1, P0_READY, PV1_ISSUED, WG_BAR = 1, 2, 3, 4, 5
 
 
 @functools.cache
-def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False, table_ahead=False):
+def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False, table_ahead=False, prefetch=False):
     """v5 split-KV decode PrimFunc for one (dtype, h_q, s_q, causal); the same signature and
     outputs as :func:`._mla_decode_tirx.make_decode`. ``table_ahead`` (variant v6): the next
     pair's block-table entries are loaded a pair ahead, at the top of a step, instead of
-    each where it is used, on the chain between the warpgroups."""
+    each where it is used, on the chain between the warpgroups. ``prefetch`` (variant v7):
+    the next request's Q and first two pages are issued before a request's epilogue stores
+    instead of at the next request's start (upstream loads the next Q there)."""
     check_static(dtype, h_q, s_q)
     cvt, mma_s, mma_o = wgmma_ops(dtype, PAGE)
 
@@ -97,7 +99,10 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False, table_ahead=Fals
         pages = TmaPages(arena, dtype, TILES)  # an expression: no new scope
         pages.init(T.cuda.thread_idx("x"))
         ents = _step_entries(table_ahead)
-        return base, acc_o, (arena, xch, rowmax, scales, acc_s, pa, rq8, pages, ents)
+        loaded = _loaded_flag(prefetch)
+        if T.constexpr(prefetch):
+            loaded[0] = 0
+        return base, acc_o, (arena, xch, rowmax, scales, acc_s, pa, rq8, pages, ents, loaded)
 
     def page_scores(stage, base, rq8, acc_s, pages, order, fresh=True):
         """``acc_s`` (= if ``fresh``, else +=) S of the page in ``stage`` (64 x 64, 4 k16
@@ -114,10 +119,28 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False, table_ahead=Fals
             dsl.wgmma_commit()
 
     @T.inline
+    def request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, pages, ents):
+        """Pages ``lo`` and ``lo + 1`` by TMA (issued first: their loads overlap Q's), then Q
+        by cp.async (one group)."""
+        if tid == 0:
+            pages.issue(KC, BT, NT, req, lo, 0, LEFT + RIGHT, _entry(ents, 0))
+            if lo + 1 < hi:
+                pages.issue(KC, BT, NT, req, lo + 1, 1, RIGHT + LEFT, _entry(ents, 1))
+        _load_q(Q, req, mt, base, tid, R)
+        T.ptx.cp.async_.commit_group()
+
+    @T.inline
+    def request_prefetch(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, tiles):
+        """(v7) The next request's loads, issued while this one's epilogue stores."""
+        arena, xch, rowmax, scales, acc_s, pa, rq8, pages, ents, loaded = tiles
+        request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, pages, None)
+        loaded[0] = 1
+
+    @T.inline
     def request_start(Q, KC, BT, NT, req, lo, hi, mt, seqlen, base, tid, R, tiles):
         """Q (cp.async; its tile 8 into registers), pages ``lo`` and ``lo + 1`` by TMA, and
         the S of each in its warpgroup."""
-        arena, xch, rowmax, scales, acc_s, pa, rq8, pages, ents = tiles
+        arena, xch, rowmax, scales, acc_s, pa, rq8, pages, ents, loaded = tiles
         wg = tid // 128
         lane = tid % 32
         r0 = 16 * ((tid % 128) // 32) + lane // 4
@@ -126,12 +149,12 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False, table_ahead=Fals
         if T.constexpr(table_ahead):
             ents[0] = BT[req, lo]
             ents[1] = BT[req, T.min(lo + 1, hi - 1)]
-        if tid == 0:  # the first pages' loads overlap Q's
-            pages.issue(KC, BT, NT, req, lo, 0, LEFT + RIGHT, _entry(ents, 0))
-            if lo + 1 < hi:
-                pages.issue(KC, BT, NT, req, lo + 1, 1, RIGHT + LEFT, _entry(ents, 1))
-        _load_q(Q, req, mt, base, tid, R)
-        T.ptx.cp.async_.commit_group()
+        if T.constexpr(prefetch):
+            if loaded[0] == 0:  # the part's first request: nothing was issued ahead
+                request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, pages, ents)
+            loaded[0] = 0
+        else:
+            request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, pages, ents)
         T.ptx["cp.async.wait_group"](0)
         T.ptx.fence.proxy.async_.shared__cta()  # cp.async writes -> wgmma reads
         T.cuda.cta_sync()
@@ -157,7 +180,7 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False, table_ahead=Fals
         ``b < hi`` (stage 1, S in warpgroup 1's)."""
         tid, wg, lane, r0, c0 = thread
         m, lsum, corr, lim, acc_o = rows
-        arena, xch, rowmax, scales, acc_s, pa, rq8, pages, ents = tiles
+        arena, xch, rowmax, scales, acc_s, pa, rq8, pages, ents, loaded = tiles
         t = tid % 128
         has_b = blk + 1 < hi
         dp0 = dsl.descriptor(_DESC_K, base + T.uint32(P0_OFF))
@@ -279,7 +302,7 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False, table_ahead=Fals
         """l = the two warpgroups' row sums (reduced over each quad first); m = sM."""
         tid, wg, lane, r0, c0 = thread
         m, lsum, corr, lim, acc_o = rows
-        arena, xch, rowmax, scales, acc_s, pa, rq8, pages, ents = tiles
+        arena, xch, rowmax, scales, acc_s, pa, rq8, pages, ents, loaded = tiles
         for h in T.unroll(2):
             lsum[h] = T.cuda.warp_sum(lsum[h], 4)
         add_other_half(lsum, xch, wg, lane, r0)
@@ -298,6 +321,7 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False, table_ahead=Fals
         request_end,
         request_start,
         blocks_per_step=2,
+        request_prefetch=request_prefetch if prefetch else None,
     )
 
 
@@ -305,6 +329,14 @@ def _step_entries(table_ahead):
     """``table_ahead``: local int32[4], the block-table entries of a step's pages blk ..
     blk + 3 (None otherwise)."""
     return T.bind_(T.alloc_local((4,), "int32")) if table_ahead else None
+
+
+def _loaded_flag(prefetch):
+    """``prefetch``: local int32[1], 1 while the next request's loads are issued ahead (None
+    otherwise)."""
+    if not prefetch:
+        return None
+    return T.bind_(T.alloc_local((1,), "int32"))
 
 
 def _entry(ents, i, load=None):
