@@ -280,11 +280,24 @@ def test_the_op_stores_by_tma_where_warpgroups_own_whole_chunks():
 
 def test_lean_loop_addresses_the_ring_and_reads_scales_after_the_issue():
     """``lean_loop``: the ring's waits and arrivals take shared addresses taken once (no
-    generic pointer converted per call) and the kernel still assembles without spills."""
+    generic pointer converted per call), the scales are read after the first wgmma issue
+    (as many reads as the default loop's: on 2026-12-06 a constexpr test of the unrolled
+    wave index dropped them, and every output was NaN) and the kernel still assembles
+    without spills."""
     from tirx_kernels.core import toolchain
+
+    def scale_reads_and_issue(source):
+        consumers = source.split("setmaxnreg_inc")[-1]  # the math warpgroups' branch
+        reads = consumers.count("sfa_s_ptr[")
+        return reads, consumers.index("sfa_s_ptr[") > consumers.index("mma_async")
 
     func = make_gemm_1d2d("normal", 4096, 512, 128, 128, tma_store=True, lean_loop=True)
     source, registers, spilled, serialized = toolchain.ptxas_report(func)
+    default = toolchain.cuda_source(
+        toolchain.compile(make_gemm_1d2d("normal", 4096, 512, 128, 128, tma_store=True))
+    )
+    assert scale_reads_and_issue(source) == (2, True)
+    assert scale_reads_and_issue(default) == (2, False)
     assert "tirx_kernels_mbarrier_wait_at(" in source
     assert "tvm_builtin_cuda_mbarrier_wait(" not in source.split("__global__")[-1]
     assert not spilled and not serialized

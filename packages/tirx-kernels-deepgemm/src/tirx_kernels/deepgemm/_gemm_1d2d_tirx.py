@@ -427,8 +427,11 @@ def make_gemm_1d2d(
                             dsl.wgmma_fence()
                             dsl.mma_ksteps(acc, da, db, a_steps, b_steps, T.bool(False), WN, FP8)
                             dsl.wgmma_commit()
-                            if T.constexpr(lean_loop and wave == 0):
-                                _read_scales(scale, sfa_s, sfb_s, ring.stage * BM + r_in, kb, WAVES)
+                            if T.constexpr(lean_loop):
+                                if wave == 0:  # a loop variable: not a constexpr
+                                    _read_scales(
+                                        scale, sfa_s, sfb_s, ring.stage * BM + r_in, kb, WAVES
+                                    )
                             dsl.wgmma_wait(0)
                             if wave == WAVES - 1:
                                 _release(ring, lane, rank, CL)
