@@ -60,11 +60,11 @@ def test_fp8_gemm_nt_picks_its_kernel_once_per_call_signature(launched, monkeypa
     """The tile model runs on the first call of a signature only; a new M runs it again."""
     picks = []
 
-    def pick_layout(*args):
+    def pick_normal_layout(*args):
         picks.append(args[0])
-        return (128, 128, 1)
+        return (128, 128, 1, False)
 
-    monkeypatch.setattr(fp8_gemm, "pick_layout", pick_layout)
+    monkeypatch.setattr(fp8_gemm, "pick_normal_layout", pick_normal_layout)
     N, K = 256, 384
     b = (torch.zeros(N, K, dtype=E4M3), torch.ones(N // 128, K // 128, dtype=F32))
     for M in (200, 200, 200, 64):

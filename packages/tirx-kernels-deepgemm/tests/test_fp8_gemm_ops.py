@@ -177,6 +177,21 @@ def test_schedule_switch(monkeypatch):
         schedule.schedule()
 
 
+def test_the_normal_layout_ranks_256_row_tiles_from_m_256_on():
+    """Upstream's rank of BLOCK_M 256 beside 64 and 128 (DeepGEMM's JIT picked 256 x 128
+    with A shared by a CTA pair at M 4096 on the H200); below M 256, never; CTA pairs
+    sharing B only with multicast allowed."""
+    assert schedule.pick_normal_layout(4096, 4096, 4096, 132, False) == (256, 128, 2, True)
+    assert schedule.pick_normal_layout(4096, 7168, 7168, 132, False) == (256, 128, 2, True)
+    assert schedule.pick_normal_layout(1024, 4096, 4096, 132, False) == (256, 128, 1, False)
+    assert schedule.pick_normal_layout(128, 4096, 4096, 132, True) == (64, 64, 1, False)
+    assert schedule.pick_normal_layout(300, 4096, 7168, 132, False) == (128, 128, 1, False)
+    for m, n, k in ((8192, 2112, 7168), (4096, 4096, 4096), (520, 7168, 2048)):
+        bm, bn, cluster, multicast_a = schedule.pick_normal_layout(m, n, k, 132, False)
+        assert cluster == 1 or multicast_a or bm != schedule.WIDE_BM
+    assert schedule.pick_normal_layout(8192, 2112, 7168, 132, True) == (256, 64, 2, False)
+
+
 def test_multicast_pairs_ctas_only_past_one_wave_and_is_opt_in(monkeypatch):
     assert schedule.pick_layout(4096, 4096, 4096, 132, True) == (128, 128, 2)
     assert schedule.pick_layout(128, 4096, 4096, 132, True)[2] == 1  # one wave: no pairs

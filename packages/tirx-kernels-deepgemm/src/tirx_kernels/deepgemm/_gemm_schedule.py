@@ -48,7 +48,7 @@ def pick_stages(bn: int) -> int:
 
 SCHEDULES = ("prefetch", "basic")
 BLOCK_MS = (64, 128)  # the default dispatch's candidates (upstream's, less 256)
-WIDE_BM = 256  # upstream's third candidate, opt-in (bench variant) until timed
+WIDE_BM = 256  # upstream's third candidate, ranked by pick_normal_layout from M = 256 on
 BLOCK_NS = (32, 64, 128)  # divisors of the 128-column scale block, ascending as upstream
 PREFETCH_MAX_STAGES = 12
 
@@ -147,10 +147,13 @@ def pick_layout(
     return best
 
 
-def pick_wide_layout(m: int, n: int, k: int, sms: int) -> tuple[int, int, int, bool]:
-    """The opt-in BLOCK_M 256 tiles' (BLOCK_M, BLOCK_N, cluster, multicast_a): the BLOCK_N
-    and CTA pair (none, along M sharing B, along N sharing A) of least :func:`block_cycles`,
-    as upstream ranks its candidates; an A-sharing pair needs an even N-tile count."""
+def pick_wide_layout(
+    m: int, n: int, k: int, sms: int, allow_b_pairs: bool = True
+) -> tuple[int, int, int, bool]:
+    """The BLOCK_M 256 tiles' (BLOCK_M, BLOCK_N, cluster, multicast_a): the BLOCK_N and CTA
+    pair (none, along M sharing B unless not ``allow_b_pairs``, along N sharing A) of least
+    :func:`block_cycles`, as upstream ranks its candidates; an A-sharing pair needs an even
+    N-tile count."""
     best, best_cycles = None, None
     for bn in BLOCK_NS:
         if n % bn:
@@ -158,8 +161,26 @@ def pick_wide_layout(m: int, n: int, k: int, sms: int) -> tuple[int, int, int, b
         for cluster, multicast_a in ((1, False), (2, False), (2, True)):
             if cluster > 1 and (sms % 2 or (multicast_a and (n // bn) % 2)):
                 continue
+            if cluster > 1 and not (multicast_a or allow_b_pairs):
+                continue
             cycles = block_cycles(max(m, 1), n, k, 1, WIDE_BM, bn, sms, cluster, multicast_a)
             if best_cycles is None or cycles < best_cycles:
                 best, best_cycles = (WIDE_BM, bn, cluster, multicast_a), cycles
     assert best is not None
     return best
+
+
+def pick_normal_layout(
+    m: int, n: int, k: int, sms: int, allow_multicast: bool
+) -> tuple[int, int, int, bool]:
+    """The normal GEMM's (BLOCK_M, BLOCK_N, cluster, multicast_a): :func:`pick_layout`'s
+    tile, or from M = ``WIDE_BM`` on :func:`pick_wide_layout`'s where the model ranks it
+    cheaper, as upstream ranks BLOCK_M 256 beside 64 and 128 (CTA pairs sharing B only if
+    ``allow_multicast``; timings in docs/fp8_gemm.md)."""
+    bm, bn, cluster = pick_layout(m, n, k, sms, allow_multicast)
+    narrow = (bm, bn, cluster, False)
+    if m < WIDE_BM:
+        return narrow
+    wide = pick_wide_layout(m, n, k, sms, allow_b_pairs=allow_multicast)
+    wide_cycles = block_cycles(m, n, k, 1, wide[0], wide[1], sms, wide[2], wide[3])
+    return wide if wide_cycles < block_cycles(m, n, k, 1, bm, bn, sms, cluster) else narrow

@@ -37,7 +37,7 @@ from tirx_kernels.core.args import check_memory
 from tirx_kernels.core.ops import public_op
 
 from ._gemm_1d2d_tirx import make_gemm_1d2d, warpgroup_shape
-from ._gemm_schedule import multicast, num_sms, pick_bn, pick_layout, schedule
+from ._gemm_schedule import multicast, num_sms, pick_bn, pick_normal_layout, schedule
 from ._gemm_tirx import make_fp8_gemm_nt
 from ._quant import get_mn_major_tma_aligned_tensor, sfa_rows
 
@@ -185,9 +185,11 @@ def _resolve(d, a, sfa, b, sfb) -> Callable:
     if schedule() == "basic":
         basic = host.main_of(compiled_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms())))
         return lambda d, a, sfa, b, sfb: basic(a, b, sfa_rows(sfa), sfb.contiguous(), d)
-    bm, bn, cluster = pick_layout(M, N, K, num_sms(), multicast())
+    bm, bn, cluster, multicast_a = pick_normal_layout(M, N, K, num_sms(), multicast())
     options = normal_options(bm, bn)
-    kernel = compiled_gemm_1d2d("normal", N, K, bm, bn, cluster=cluster, **options)
+    kernel = compiled_gemm_1d2d(
+        "normal", N, K, bm, bn, cluster=cluster, multicast_a=multicast_a, **options
+    )
     kernel = host.bound_on_first_call(kernel)
     index = no_index(a.device)
     return lambda d, a, sfa, b, sfb: kernel(a, b, sfa_rows(sfa), sfb.contiguous(), d, index)

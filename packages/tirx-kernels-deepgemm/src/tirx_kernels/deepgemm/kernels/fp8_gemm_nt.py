@@ -33,6 +33,7 @@ from tirx_kernels.deepgemm._gemm_schedule import (
     num_sms,
     pick_bn,
     pick_layout,
+    pick_normal_layout,
     pick_wide_layout,
     schedule,
 )
@@ -92,8 +93,11 @@ def get_kernel(M, N, K, **_):
     """The kernel the op launches for this shape under the selected schedule."""
     if schedule() == "basic":
         return make_fp8_gemm_nt(N, K, pick_bn(M, N, num_sms()))
-    bm, bn, cluster = pick_layout(M, N, K, num_sms(), multicast())
-    return make_gemm_1d2d("normal", N, K, bm, bn, cluster=cluster, **normal_options(bm, bn))
+    bm, bn, cluster, multicast_a = pick_normal_layout(M, N, K, num_sms(), multicast())
+    options = normal_options(bm, bn)
+    return make_gemm_1d2d(
+        "normal", N, K, bm, bn, cluster=cluster, multicast_a=multicast_a, **options
+    )
 
 
 def prepare_data(M, N, K, seed=0, **_):
@@ -216,20 +220,22 @@ def run_bench(M, N, K, **options):
     (``tirx_multicast``, or ``tirx_no_multicast`` under ``TIRX_DEEPGEMM_MULTICAST=1``), the
     default's tiles without the L2 promotion and the TMA epilogue (``tirx_direct_store``)
     and with the opt-in lean K loop (``tirx_lean``),
-    the opt-in 256-row tiles from M = 256 on (``tirx_bm256``, the model's CTA pair), where
+    from M = 256 on the BLOCK_M the model did not pick (``tirx_bm256``, with its CTA pair, or
+    ``tirx_narrow``, the 64- or 128-row tiles), where
     the pick is BLOCK_M 64 the same tile on one math warpgroup (``tirx_one_wg``, upstream's
     256-thread kernel),
     ``deep_gemm.fp8_gemm_nt`` and torch ``F.scaled_mm``."""
     aq, sfa, bq, sfb, d = prepare_data(M, N, K)
     data = (aq, sfa, bq, sfb, d)
     references = {}
+    pick = pick_normal_layout(M, N, K, num_sms(), multicast())
+    if schedule() != "basic":  # the tiles as before the L2 promotion and the TMA epilogue
+        references["tirx_direct_store"] = _builder(*data, *pick)
+        # and with the opt-in lean K loop
+        lean = {**normal_options(*pick[:2]), "lean_loop": True}
+        references["tirx_lean"] = _builder(*data, *pick, **lean)
     bm, bn, cluster = pick_layout(M, N, K, num_sms(), True)
     paired = cluster if multicast() else 1
-    if schedule() != "basic":  # the tiles as before the L2 promotion and the TMA epilogue
-        references["tirx_direct_store"] = _builder(*data, bm, bn, paired)
-        # and with the opt-in lean K loop
-        lean = {**normal_options(bm, bn), "lean_loop": True}
-        references["tirx_lean"] = _builder(*data, bm, bn, paired, **lean)
     if schedule() != "basic" and cluster > 1:  # the model pairs CTAs: time the other choice
         other = 1 if multicast() else 2
         key = "tirx_no_multicast" if multicast() else "tirx_multicast"
@@ -237,10 +243,12 @@ def run_bench(M, N, K, **options):
     if schedule() != "basic" and bm == 64:  # one math warpgroup of m64nBN, timed beside
         one_wg = normal_options(bm, bn, consumers=1)
         references["tirx_one_wg"] = _builder(*data, bm, bn, consumers=1, **one_wg)
-    if schedule() != "basic" and M >= WIDE_BM:  # the opt-in 256-row tiles, timed beside
-        bm, bn, cluster, multicast_a = pick_wide_layout(M, N, K, num_sms())
-        wide = normal_options(WIDE_BM, bn)
-        references["tirx_bm256"] = _builder(*data, WIDE_BM, bn, cluster, multicast_a, **wide)
+    if schedule() != "basic" and M >= WIDE_BM:  # the BLOCK_M the model did not pick
+        if pick[0] == WIDE_BM:
+            references["tirx_narrow"] = _builder(*data, bm, bn, paired, **normal_options(bm, bn))
+        else:
+            wide = pick_wide_layout(M, N, K, num_sms(), allow_b_pairs=multicast())
+            references["tirx_bm256"] = _builder(*data, *wide, **normal_options(*wide[:2]))
     if schedule() != "basic":
 
         def build_basic():
