@@ -99,7 +99,7 @@ def test_get_kernel_builds_every_variant_or_the_one_named(monkeypatch):
 
 
 def test_the_combine_is_selected_by_the_environment():
-    assert selected_combine({}) == DEFAULT_COMBINE == "row"
+    assert selected_combine({}) == DEFAULT_COMBINE == "warp"
     assert [selected_combine({COMBINE_ENV: c}) for c in COMBINES] == list(COMBINES)
     with pytest.raises(ValueError, match="TIRX_FLASHMLA_COMBINE='cta' is not one of"):
         selected_combine({COMBINE_ENV: "cta"})

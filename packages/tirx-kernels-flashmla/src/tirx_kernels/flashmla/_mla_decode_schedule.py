@@ -35,12 +35,12 @@ META_INTS = 8
 # shared through shared memory), "v4" (v2 with the pages loaded by TMA; "v3", v2 with
 # the next page's cp.async issued before the wait, was dropped for it) and "v5"
 # (_mla_decode_v5_tirx, upstream's schedule: pages in pairs, one per warpgroup), "v6" (v5
-# with the block-table entries loaded a pair ahead), "v7" (v5 with the next request's Q and
-# first pages issued before a request's epilogue; both timed beside v5 until they win). The
+# with the block-table entries loaded a pair ahead, timed beside the default until it wins),
+# "v7" (v5 with the next request's Q and first pages issued before a request's epilogue). The
 # environment variable overrides the default per process, e.g. TIRX_FLASHMLA_VARIANT=v1
 # falls back to the first kernel.
 VARIANTS = ("v1", "v2", "v4", "v5", "v6", "v7")
-DEFAULT_VARIANT = "v5"  # why: docs/mla_decode.md, "Status"
+DEFAULT_VARIANT = "v7"  # why: docs/mla_decode.md, "Status"
 VARIANT_ENV = "TIRX_FLASHMLA_VARIANT"
 
 
@@ -53,10 +53,10 @@ def selected_variant(environ=None) -> str:
     return value
 
 
-# The split combine (_mla_combine_tirx): "row" (a CTA of 128 threads per query row, the
-# default) or "warp" (a warp per row, eight rows per CTA: opt-in until it has run on a GPU).
+# The split combine (_mla_combine_tirx): "row" (a CTA of 128 threads per query row) or
+# "warp" (a warp per row, eight rows per CTA; why the default: docs/mla_decode.md, "Status").
 COMBINES = ("row", "warp")
-DEFAULT_COMBINE = "row"
+DEFAULT_COMBINE = "warp"
 COMBINE_ENV = "TIRX_FLASHMLA_COMBINE"
 
 
