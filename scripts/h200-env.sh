@@ -22,3 +22,9 @@ fi
 export PATH="$HOME/.local/bin:$PATH"
 # compiled kernels shared by this run's processes (core/kernel_cache.py); set it empty: off
 export TIRX_KERNELS_CACHE_DIR="${TIRX_KERNELS_CACHE_DIR-/tmp/tirx-kernel-cache}"
+# kernels prebuilt on a CPU machine (README, "On the H200"), if the archive travelled; an
+# entry of another TIRx or nvcc is never looked up (kernel_cache.entry names them)
+if [ -n "$TIRX_KERNELS_CACHE_DIR" ] && [ -f .device/kernel-cache.tar.xz ]; then
+  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
+    .device/kernel-cache.tar.xz "$TIRX_KERNELS_CACHE_DIR"
+fi

@@ -7,6 +7,8 @@ back (no CUDA loader here), so the load is a stand-in that returns the stored ex
 
 from __future__ import annotations
 
+import shutil
+import types
 import warnings
 
 import pytest
@@ -132,3 +134,55 @@ def test_a_loaded_kernel_runs_as_the_compiled_one(tmp_path, monkeypatch):
         executable(a, b)
         assert torch.equal(a, b)
     assert "__global__" in toolchain.cuda_source(loaded)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_a_prebuild_on_the_cpu_is_the_entry_a_gpu_compile_loads(tmp_path, monkeypatch):
+    """Without a GPU, ``prebuild`` writes the kernel's library (its device code assembled
+    by nvcc) under the name a GPU machine's ``compile`` looks up, which then loads it
+    instead of compiling; a second prebuild keeps the entry."""
+    monkeypatch.setattr(toolchain, "gpu_arch", lambda: None)
+    monkeypatch.delenv(kernel_cache.ENV, raising=False)
+    with pytest.raises(ValueError, match=kernel_cache.ENV):
+        toolchain.prebuild(_copy_kernel(96))
+    monkeypatch.setenv(kernel_cache.ENV, str(tmp_path))
+    size = toolchain.prebuild(_copy_kernel(96))
+    (path,) = tmp_path.glob("*.so")
+    assert path == kernel_cache.entry(
+        tmp_path, _copy_kernel(96).script(), "sm_90a", toolchain.tirx_version()
+    )
+    library = path.read_bytes()
+    assert len(library) == size and library[:4] == b"\x7fELF"
+    assert b"sm_90a" in library  # the embedded cubin's arch
+    stamp = path.stat().st_mtime_ns
+    assert toolchain.prebuild(_copy_kernel(96)) == size and path.stat().st_mtime_ns == stamp
+
+    loads = []
+
+    def stand_in_load(where):  # a CPU build has no CUDA loader (see the module docstring)
+        loads.append(where)
+        return types.SimpleNamespace()
+
+    monkeypatch.setattr(toolchain, "gpu_arch", lambda: "sm_90a")
+    monkeypatch.setattr(toolchain, "_load_library", stand_in_load)
+    monkeypatch.setattr(toolchain.tvm_tirx.tirx, "compile", lambda *a, **k: 1 / 0)
+    assert toolchain.compile(_copy_kernel(96)).tirx_func[1] == "sm_90a"  # loaded, not built
+    assert loads == [str(path)]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_a_cpu_test_run_fills_a_set_cache_folder(tmp_path, monkeypatch):
+    """``tirx-run test`` without a GPU builds each config's kernels into the cache folder
+    when one is set (a prebuild for a GPU run), else only assembles them."""
+    from tirx_kernels.core import defaults
+
+    monkeypatch.setattr(toolchain, "gpu_arch", lambda: None)
+    kernel = types.SimpleNamespace(archs=("sm_90a",), meta={})
+    module = types.SimpleNamespace(get_kernel=lambda **_: [_copy_kernel(160), _copy_kernel(192)])
+    monkeypatch.delenv(kernel_cache.ENV, raising=False)
+    result = defaults.tirx_kernels_run_test(kernel=kernel, module=module, config={})
+    assert "cubin" in result["detail"] and not list(tmp_path.iterdir())
+    monkeypatch.setenv(kernel_cache.ENV, str(tmp_path))
+    result = defaults.tirx_kernels_run_test(kernel=kernel, module=module, config={})
+    assert len(list(tmp_path.glob("*.so"))) == 2
+    assert f"libraries in {tmp_path}" in result["detail"] and not result["launched"]

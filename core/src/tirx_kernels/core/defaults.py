@@ -23,7 +23,7 @@ class CompileError(Exception):
 
 @hookimpl(trylast=True)
 def tirx_kernels_run_test(kernel, module, config):
-    from . import distributed, toolchain
+    from . import distributed, kernel_cache, toolchain
 
     arch = toolchain.gpu_arch()
     why = f"found {arch}" if arch else "no CUDA GPU"
@@ -37,17 +37,22 @@ def tirx_kernels_run_test(kernel, module, config):
     elif arch in kernel.archs:
         module.run_test(**config)
         return {"launched": True}
+    # with a kernel cache folder set, the libraries a GPU machine would load go there
+    # (the same nvcc check): toolchain.prebuild
+    where = kernel_cache.folder()
+    build = toolchain.prebuild if where else (lambda f, a: len(toolchain.compile_cubin(f, a)))
     try:
         funcs = module.get_kernel(**config)
         funcs = funcs if isinstance(funcs, (list, tuple)) else [funcs]
-        size = sum(len(toolchain.compile_cubin(f, a)) for a in kernel.archs for f in funcs)
+        size = sum(build(f, a) for a in kernel.archs for f in funcs)
     except (unittest.SkipTest, AssertionError):
         raise  # get_kernel may skip or assert like run_test; keep those statuses
     except Exception as e:
         raise CompileError(f"{type(e).__name__}: {e}") from e
+    built = f"libraries in {where}" if where else "cubin"
     return {
         "launched": False,
-        "detail": f"compiled {len(funcs)} kernel(s) to {'/'.join(kernel.archs)} cubin "
+        "detail": f"compiled {len(funcs)} kernel(s) to {'/'.join(kernel.archs)} {built} "
         f"({size} bytes); launch skipped: {why}",
     }
 

@@ -7,7 +7,9 @@ kernel it builds: seconds each, paid again by every process (each ``tirx-run`` w
 benchmark, each shard of a test run, a restarted server). With ``TIRX_KERNELS_CACHE_DIR``
 naming a folder, a compiled kernel is stored there once as a shared library named by a hash
 of what determines it (the kernel's TVMScript, the target arch, the TIRx and nvcc
-versions), and a later compile of the same kernel, in any process, loads it instead.
+versions), and a later compile of the same kernel, in any process, loads it instead. A
+machine without a GPU can write entries for one that has
+(:func:`tirx_kernels.core.toolchain.prebuild`).
 
 An entry is written under a temporary name and renamed into place, so no process reads half
 of one; an entry that does not load is a miss: the kernel is compiled again and replaces it.
@@ -67,20 +69,25 @@ def load(path: Path, read: Callable[[str], Any]) -> Any | None:
         return None
 
 
-def store(path: Path, write: Callable[[str], Any]) -> None:
+def store(path: Path, write: Callable[[str], Any], strict: bool = False) -> None:
     """``write(file)`` into a temporary file beside ``path``, then rename it to ``path``; a
-    failure leaves no file and warns (the kernel still runs, compiled in this process)."""
+    failure leaves no file and warns (the kernel still runs, compiled in this process), or
+    raises if ``strict`` (a prebuild: the library is the product)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp.so", dir=path.parent)
         os.close(handle)
     except OSError as err:
+        if strict:
+            raise
         warnings.warn(f"{ENV}: cannot write in {path.parent} ({err})", stacklevel=3)
         return
     try:
         write(tmp)
         os.replace(tmp, path)
     except Exception as err:  # noqa: BLE001 - a cache that cannot store is only slower
+        if strict:
+            raise
         warnings.warn(f"{ENV}: storing {path.name} failed ({err})", stacklevel=3)
     finally:
         if os.path.exists(tmp):

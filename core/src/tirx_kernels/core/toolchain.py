@@ -30,6 +30,7 @@ __all__ = [
     "bench",
     "compile",
     "compile_cubin",
+    "prebuild",
     "cuda_source",
     "distributed_context",
     "gpu_arch",
@@ -126,6 +127,25 @@ def host_code(executable) -> Any:
 def walk(node: Any, callback: Callable, order: str = "post") -> None:
     """Call ``callback(child, facts)`` on every node under the TIRx IR ``node``."""
     tvm_tirx.tirx.structural_walk_with_constraint_context(node, callback, order=order)
+
+
+def prebuild(func, arch: str = "sm_90a") -> int:
+    """Build ``func``'s library for ``arch`` into the ``TIRX_KERNELS_CACHE_DIR`` entry a GPU
+    machine's :func:`compile` of it loads (same TIRx and nvcc), without needing a GPU: nvcc
+    assembles the device code as the library is written. An existing entry is kept.
+    Returns the entry's size in bytes; raises as :func:`compile_cubin` does on a bad kernel.
+
+    This is how device time skips compiles: fill the folder on a CPU machine (``tirx-run
+    test`` does, for each config's kernels, when the variable is set there) and carry it.
+    """
+    where = kernel_cache.folder()
+    if where is None:
+        raise ValueError(f"prebuild needs {kernel_cache.ENV} to name the cache folder")
+    path = kernel_cache.entry(where, func.script(), arch, tirx_version())
+    if not path.is_file():
+        executable = tvm_tirx.tirx.compile(func, target=target(arch))
+        kernel_cache.store(path, executable.export_library, strict=True)
+    return path.stat().st_size
 
 
 def compile_cubin(func, arch: str = "sm_90a") -> bytes:
