@@ -19,13 +19,14 @@ Schedule: 384 threads, persistent grid (one CTA per SM). Warpgroup 0 (setmaxnreg
 thread, TMA-loads the A (BLOCK_M x 128) and B (BLOCK_N x 128) K-blocks (128B swizzle) into a
 full/empty mbarrier ring. Warpgroups 1 and 2 (setmaxnreg 232) compute: for BLOCK_M 128 each
 owns 64 rows of the tile, for BLOCK_M 64 each owns half of its BLOCK_N columns (or, with
-``consumers=1``, one warpgroup owns them all in a 256-thread CTA), for BLOCK_M
-256 (the normal GEMM, opt-in) 64 rows of each 128-row half, one half after the other per K
-block with the accumulator reused (upstream's ``WAVE_BLOCK_M`` waves). Scales as upstream:
-the producer copies each K block's A scales (the tile's BLOCK_M floats of one ``SFA`` row)
-into the stage's slot of ``sfa_s`` with a 1-D bulk copy on the stage's mbarrier; the
-consumers stage the tile's B scales (one per K block) in ``sfb_s`` at tile start, between two
-barriers of theirs; a K block's scales are read from shared memory before its wgmmas issue.
+``consumers=1``, one warpgroup owns them all in a 256-thread CTA), for BLOCK_M 256 (the
+normal GEMM, where the tile model picks it) 64 rows of each 128-row half, one half after the
+other per K block with the accumulator reused (upstream's ``WAVE_BLOCK_M`` waves). Scales as
+upstream: the producer copies each K block's A scales (the tile's BLOCK_M floats of one
+``SFA`` row) into the stage's slot of ``sfa_s`` with a 1-D bulk copy on the stage's
+mbarrier; the consumers stage the tile's B scales (one per K block) in ``sfb_s`` at tile
+start, between two barriers of theirs; a K block's scales are read from shared memory before
+its wgmmas issue.
 With ``cluster=2`` (normal GEMM only) CTA pairs along M share each B tile: each loads half
 and multicasts it to both; consumers free a slot in both CTAs, and a producer drains its
 ring before exit so no remote arrival lands after it (a pair's spare M tile past M loads
@@ -225,7 +226,8 @@ def make_gemm_1d2d(
     tile computes, as upstream's epilogue, instead of bf16 pairs stored from registers. The
     op turns both on for the normal GEMM (``fp8_gemm.normal_options``). ``lean_loop``: the
     ring's barriers addressed by their shared addresses (``Ring(by_address=True)``) and a K
-    block's scales read after its wgmmas are issued, as upstream's K loop (opt-in, untimed).
+    block's scales read after its wgmmas are issued, as upstream's K loop (opt-in: no faster
+    on the H100, docs/fp8_gemm.md).
 
     Arguments: normal ``(A, B, SFA, SFB, D)``; contiguous ``(A, B, SFA, SFB, D, IDX)``;
     masked ``(A, B, SFA, SFB, D, MASK)`` (module docstring)."""

@@ -9,10 +9,10 @@ Both merge the request's splits ``NSPL[b] .. NSPL[b + 1]`` of ``OACC`` / ``LACC`
 log-sum-exp weights into ``OUT`` and ``LSE`` and skip a request of one split (the decode
 kernel wrote it); ``$TIRX_FLASHMLA_COMBINE`` picks one (``_mla_decode_schedule``).
 
-``make_combine`` ("row", the default) -- one CTA of 128 threads per (request, query row),
+``make_combine`` ("row") -- one CTA of 128 threads per (request, query row),
 each thread four of the 512 columns.
 
-``make_combine_warp_rows`` ("warp", opt-in until it has run on a GPU) -- one warp per
+``make_combine_warp_rows`` ("warp", the default) -- one warp per
 (request ``b``, query row ``r``), ``ROWS`` rows per CTA. The lanes share the splits' LSEs
 for the max and the sum (warp reductions), then each lane owns 16 of the 512 output
 columns (four 16-byte loads per split, coalesced over the warp) and stores them as 8-byte
