@@ -64,6 +64,61 @@ def test_each_graph_is_warmed_up_before_the_timed_replays(monkeypatch):
     ]
 
 
+class _Null:
+    """A context manager and stream that do nothing."""
+
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        pass
+
+    def wait_stream(self, other):
+        pass
+
+
+class _StandInCuda:
+    """torch.cuda as the graph capture and its replay use it: counts the calls made inside
+    the capture; every timed span is ``span_ms``."""
+
+    def __init__(self, span_ms):
+        self.span_ms, self.capturing, self.captured = span_ms, False, 0
+        cuda = self
+
+        class Capture(_Null):
+            def __enter__(self):
+                cuda.capturing = True
+
+            def __exit__(self, *exc):
+                cuda.capturing = False
+
+        class Event:
+            def __init__(self, enable_timing):
+                self.record = self.synchronize = lambda: None
+
+            def elapsed_time(self, end):
+                return cuda.span_ms
+
+        self.graph, self.Event = (lambda graph: Capture()), Event
+        self.CUDAGraph = lambda: type("Graph", (), {"replay": lambda self: None})()
+        self.Stream = self.current_stream = _Null
+        self.stream = lambda stream: _Null()
+
+    def call(self):
+        self.captured += self.capturing
+
+
+def test_a_graph_holds_many_calls_and_is_timed_per_call(monkeypatch):
+    import types
+
+    cuda = _StandInCuda(span_ms=6.4)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    graph = overhead._captured(cuda.call)
+    assert cuda.captured == overhead.GRAPH_CALLS > 1  # not the graph launch alone
+    # 200 replays of GRAPH_CALLS calls in 6.4 ms
+    assert overhead._replay_round(graph, 200) == pytest.approx(6.4e3 / (200 * overhead.GRAPH_CALLS))
+
+
 def test_a_call_failing_after_warm_up_keeps_the_others():
     state = {"n": 0}
 

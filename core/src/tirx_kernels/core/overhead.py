@@ -4,8 +4,9 @@
 
 Eager: the host time of ``calls`` back-to-back launches divided by their number, synchronized
 only at the end, so it is the Python + dispatch + launch cost a small-batch caller pays
-(the GPU queue absorbs the kernels). Graph: one call captured in a CUDA graph, replayed
-``calls`` times between two CUDA events: what a graph-capturing server pays per op.
+(the GPU queue absorbs the kernels). Graph: ``GRAPH_CALLS`` calls captured in one CUDA graph,
+replayed ``calls`` times between two CUDA events, per call: what a graph-capturing server
+pays per op (its graph holds many ops, so the graph's own launch is not the op's cost).
 :func:`measure` takes the rounds of several implementations in turn (ours, the reference,
 ours, ...), so drift of clocks or host load between rounds falls on all of them alike.
 A kernel module opts in with ``public_calls(batch)`` (see core/README.md).
@@ -23,6 +24,9 @@ ROUNDS = 5
 # untimed replays of each graph before its rounds: the GPU's clocks ramp up after the
 # host-only eager rounds (core/docs/overhead.md)
 WARM_REPLAYS = 2000
+# calls of the op in one captured graph: with one, every implementation timed the graph
+# launch, not the op (core/docs/overhead.md)
+GRAPH_CALLS = 32
 
 
 def _sync() -> Callable[[], None]:
@@ -55,7 +59,8 @@ def eager_host_us(call: Callable[[], Any], calls: int = CALLS, rounds: int = ROU
 
 
 def _captured(call: Callable[[], Any]) -> Any:
-    """A CUDA graph holding one ``call`` (warmed up outside capture, as torch's docs ask)."""
+    """A CUDA graph holding ``GRAPH_CALLS`` calls of ``call`` back to back (warmed up outside
+    capture, as torch's docs ask)."""
     import torch
 
     stream = torch.cuda.Stream()
@@ -65,11 +70,13 @@ def _captured(call: Callable[[], Any]) -> Any:
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        call()
+        for _ in range(GRAPH_CALLS):
+            call()
     return graph
 
 
 def _replay_round(graph: Any, replays: int) -> float:
+    """µs per call of ``replays`` replays of a :func:`_captured` graph."""
     import torch
 
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -79,11 +86,12 @@ def _replay_round(graph: Any, replays: int) -> float:
         graph.replay()
     end.record()
     end.synchronize()
-    return start.elapsed_time(end) * 1e3 / replays
+    return start.elapsed_time(end) * 1e3 / (replays * GRAPH_CALLS)
 
 
 def graph_replay_us(call: Callable[[], Any], replays: int = CALLS, rounds: int = ROUNDS) -> float:
-    """Median over rounds of µs per replay of a graph holding one call (needs CUDA)."""
+    """Median over rounds of µs per call, replaying a graph of ``GRAPH_CALLS`` calls (needs
+    CUDA)."""
     graph = _captured(call)
     _replay_round(graph, WARM_REPLAYS)
     return statistics.median(_replay_round(graph, replays) for _ in range(rounds))

@@ -230,9 +230,9 @@ def bench_calls(calls: Mapping[str, Callable[[], Any]], mode: str, **options: An
     ``public_calls(batch)`` (``"tirx"``: our public op; the others: references), timed in turns
     by :mod:`.overhead`: ``mode`` "eager" gives host µs per call with launches queued back to
     back (dispatch, checks and launch: what an eager caller at a small batch pays), "graph"
-    µs per replay of a CUDA graph holding one call. Of the bench options only ``rounds``
-    applies (at least ``overhead.ROUNDS``). A failing reference is an error of its own; ours
-    failing raises."""
+    µs per call replaying a CUDA graph of ``overhead.GRAPH_CALLS`` calls. Of the bench options
+    only ``rounds`` applies (at least ``overhead.ROUNDS``). A failing reference is an error of
+    its own; ours failing raises."""
     from . import overhead
 
     if mode not in OP_MODES:
