@@ -18,7 +18,8 @@ the tests that call those functions (``-k`` of :data:`SUITES`); FlashInfer must 
 ``apply_rope_pos_ids``). The session fails when none of our functions was called. The tests
 are bound by kernel compiles, one per shape: ``--shards N`` runs N pytest processes at once,
 process i taking every N-th collected test from the i-th (logs ``DIR/shard-i.log``, JUnit
-``FILE`` with ``.shard-i`` before its suffix). Each failure is written as it happens, test id
+``FILE`` with ``.shard-i`` before its suffix), fewer when the GPU's free memory cannot hold
+N of the suite's shards (:data:`SHARD_GIB`). Each failure is written as it happens, test id
 and first line of its error, to ``DIR/failures-i.txt`` (``failures.txt`` unsharded), so a
 run cut short by a timeout still says why its tests failed.
 """
@@ -49,6 +50,10 @@ SUITES = {
     "activation": (["tests/utils/test_activation.py"], None),
     "rope": (["tests/attention/test_rope.py"], "test_rope_pos_ids and not llama31"),
 }
+# GiB of GPU memory one shard of a suite may hold at once (RoPE's largest cases: 11.4 GiB
+# seen in a shard; on an 80 GB H100 11 shards ran out of memory, 2026-12-07); the shards
+# of a run are capped to what the free memory holds
+SHARD_GIB = {"rope": 12}
 # FlashInfer functions that selected tests call as their reference, called once before the
 # tests: each JIT-builds a module on first use (minutes for rope), which every shard would
 # otherwise wait on at once
@@ -163,6 +168,29 @@ def prepare(git_dir: str, commit: str, out: Path) -> None:
     print(f"prepared FlashInfer @ {commit} tests in {out}: {', '.join(files)}")
 
 
+def gpu_free_gib() -> float | None:
+    """Free memory of the first GPU (nvidia-smi; no CUDA context here), None if unknown."""
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        return int(done.stdout.split()[0]) / 1024 if done.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def fitting_shards(only: list[str], shards: int, free_gib: float | None) -> int:
+    """``shards``, or fewer (at least one) where the suites' :data:`SHARD_GIB` times the
+    shard count exceeds ``free_gib`` (no cap when the free memory is unknown)."""
+    need = max((SHARD_GIB.get(suite, 0) for suite in only), default=0)
+    if not need or free_gib is None:
+        return shards
+    return max(1, min(shards, int(free_gib // need)))
+
+
 def run(only: list[str], junit: str | None, out: Path, extra: list[str], shards: int = 1) -> int:
     if not (out / "conftest.py").is_file():
         raise SystemExit(f"run: {out} is not prepared; run `prepare` first")
@@ -182,6 +210,12 @@ def run(only: list[str], junit: str | None, out: Path, extra: list[str], shards:
             started = time.monotonic()
             code = subprocess.call([sys.executable, "-c", WARM[suite]], cwd=out)
             print(f"warm {suite}: exit {code} in {time.monotonic() - started:.0f} s", flush=True)
+    fit = fitting_shards(only, shards, gpu_free_gib() if shards > 1 else None)
+    if fit < shards:
+        print(
+            f"shards: {fit}, not {shards}: the GPU's free memory holds {fit} of these", flush=True
+        )
+        shards = fit
     if shards == 1:
         cmd += ["--junitxml", str(Path(junit).resolve())] if junit else []
         print("+", " ".join(cmd + extra), flush=True)

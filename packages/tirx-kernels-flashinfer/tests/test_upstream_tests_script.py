@@ -102,3 +102,21 @@ def test_references_are_built_once_before_the_tests(prepared, script, monkeypatc
     monkeypatch.setattr(script, "WARM", {"norm": "raise SystemExit(3)"})
     assert script.run(["norm"], None, prepared, [], shards=2) == 0
     assert "warm norm: exit 3" in capsys.readouterr().out
+
+
+def test_shards_are_capped_to_what_the_gpu_memory_holds(script):
+    assert script.SHARD_GIB["rope"] == 12
+    assert script.fitting_shards(["rope"], 11, free_gib=78.5) == 6  # an H100: 11 ran out
+    assert script.fitting_shards(["norm", "rope"], 11, free_gib=139.0) == 11
+    assert script.fitting_shards(["rope"], 4, free_gib=5.0) == 1
+    assert script.fitting_shards(["norm", "activation"], 16, free_gib=5.0) == 16
+    assert script.fitting_shards(["rope"], 11, free_gib=None) == 11  # unknown: as asked
+
+
+def test_a_run_with_too_many_shards_for_the_gpu_says_so(prepared, script, monkeypatch, capsys):
+    monkeypatch.setattr(script, "SHARD_GIB", {"norm": 12})
+    monkeypatch.setattr(script, "gpu_free_gib", lambda: 30.0)
+    assert script.run(["norm"], None, prepared, [], shards=5) == 0
+    out = capsys.readouterr().out
+    assert "shards: 2, not 5" in out
+    assert sorted(p.name for p in prepared.glob("shard-*.log")) == ["shard-0.log", "shard-1.log"]
