@@ -27,4 +27,6 @@ export TIRX_KERNELS_CACHE_DIR="${TIRX_KERNELS_CACHE_DIR-/tmp/tirx-kernel-cache}"
 if [ -n "$TIRX_KERNELS_CACHE_DIR" ] && [ -f .device/kernel-cache.tar.xz ]; then
   python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
     .device/kernel-cache.tar.xz "$TIRX_KERNELS_CACHE_DIR"
+  # whether this machine's TIRx and nvcc will load them (else every kernel compiles here)
+  python3 -c "from tirx_kernels.core import toolchain; print(toolchain.check_kernel_cache())"
 fi

@@ -168,6 +168,25 @@ def test_a_prebuild_on_the_cpu_is_the_entry_a_gpu_compile_loads(tmp_path, monkey
     monkeypatch.setattr(toolchain.tvm_tirx.tirx, "compile", lambda *a, **k: 1 / 0)
     assert toolchain.compile(_copy_kernel(96)).tirx_func[1] == "sm_90a"  # loaded, not built
     assert loads == [str(path)]
+    assert "prebuilt with this machine's" in toolchain.check_kernel_cache()
+
+
+def test_the_check_says_whether_prebuilt_entries_load_here(tmp_path, monkeypatch):
+    """The stamp a prebuild leaves names its TIRx and nvcc; a machine with others is told
+    that the entries will not be used, before it spends its time compiling."""
+    where = tmp_path / "kc"
+    assert "0 entries" in kernel_cache.check(where, "0.1") and "none prebuilt" in (
+        kernel_cache.check(where, "0.1")
+    )
+    kernel_cache.stamp(where, "0.1")
+    (where / "ab.so").write_bytes(b"x")
+    assert kernel_cache.check(where, "0.1").endswith(
+        f"1 entries in {where}, prebuilt with this machine's tirx 0.1; nvcc "
+        f"{kernel_cache.nvcc_version()}"
+    )
+    assert "NOT usable here: built with tirx 0.1" in kernel_cache.check(where, "0.2")
+    monkeypatch.setattr(kernel_cache, "nvcc_version", lambda: "Build cuda_12.8")
+    assert "here tirx 0.1; nvcc Build cuda_12.8" in kernel_cache.check(where, "0.1")
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")

@@ -48,6 +48,35 @@ def nvcc_version() -> str:
     return lines[-1] if done.returncode == 0 and lines else "no nvcc"
 
 
+# written beside prebuilt entries: what built them, so a GPU machine can tell before it runs
+# anything whether it will load them (entries of another TIRx or nvcc are never looked up)
+STAMP = "BUILT_WITH"
+
+
+def _builder(tirx_version: str) -> str:
+    return f"tirx {tirx_version}; nvcc {nvcc_version()}"
+
+
+def stamp(where: Path, tirx_version: str) -> None:
+    """Record in ``where`` the TIRx and nvcc its prebuilt entries are for."""
+    where.mkdir(parents=True, exist_ok=True)
+    (where / STAMP).write_text(_builder(tirx_version) + "\n")
+
+
+def check(where: Path, tirx_version: str) -> str:
+    """One line: how many entries ``where`` holds and whether this machine will load the
+    prebuilt ones (its TIRx and nvcc against the stamp)."""
+    count = len(list(where.glob("*.so"))) if where.is_dir() else 0
+    here = _builder(tirx_version)
+    stamp_file = where / STAMP
+    if not stamp_file.is_file():
+        return f"{ENV}: {count} entries in {where}, none prebuilt (no {STAMP})"
+    built = stamp_file.read_text().strip()
+    if built == here:
+        return f"{ENV}: {count} entries in {where}, prebuilt with this machine's {here}"
+    return f"{ENV}: {count} entries in {where} NOT usable here: built with {built}, here {here}"
+
+
 def entry(where: Path, script: str, arch: str, tirx_version: str) -> Path:
     """The library file of one kernel: ``script`` is its TVMScript text."""
     digest = hashlib.sha256()

@@ -28,6 +28,7 @@ from .impls import guard_references
 __all__ = [
     "T",
     "bench",
+    "check_kernel_cache",
     "compile",
     "compile_cubin",
     "prebuild",
@@ -145,7 +146,15 @@ def prebuild(func, arch: str = "sm_90a") -> int:
     if not path.is_file():
         executable = tvm_tirx.tirx.compile(func, target=target(arch))
         kernel_cache.store(path, executable.export_library, strict=True)
+        kernel_cache.stamp(where, tirx_version())
     return path.stat().st_size
+
+
+def check_kernel_cache() -> str:
+    """:func:`.kernel_cache.check` of the ``TIRX_KERNELS_CACHE_DIR`` folder (for device
+    scripts, scripts/h200-env.sh)."""
+    where = kernel_cache.folder()
+    return kernel_cache.check(where, tirx_version()) if where else f"{kernel_cache.ENV} unset"
 
 
 def compile_cubin(func, arch: str = "sm_90a") -> bytes:
