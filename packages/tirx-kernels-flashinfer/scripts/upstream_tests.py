@@ -126,11 +126,17 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_runtest_logreport(report):
     # written at once, so a run killed by a timeout still says why each test failed
+    # a chained error is named with its causes: torch.testing's "Comparing" wraps the real one
     if report.failed:
-        crash = getattr(report.longrepr, "reprcrash", None)
-        why = crash.message if crash else str(report.longrepr)
+        chain = getattr(report.longrepr, "chain", None) or []
+        crashes = [crash for _, crash, _ in reversed(chain) if crash is not None]
+        if not crashes:
+            crash = getattr(report.longrepr, "reprcrash", None)
+            crashes = [crash] if crash else []
+        lines = [(c.message.strip().splitlines() or [""])[0] for c in crashes]
+        why = " <- ".join(lines) or str(report.longrepr).strip().splitlines()[0]
         with open(os.environ.get("TIRX_FI_FAILURES", "failures.txt"), "a") as f:
-            f.write(f"{{report.nodeid}} ({{report.when}}): {{why.strip().splitlines()[0]}}\\n")
+            f.write(f"{{report.nodeid}} ({{report.when}}): {{why}}\\n")
 
 
 def pytest_report_header(config):

@@ -93,6 +93,23 @@ def test_a_failing_test_fails_the_sharded_run(prepared, script):
     assert not list(prepared.glob("failures*.txt"))  # a new run starts a new record
 
 
+def test_a_wrapped_error_is_recorded_with_its_cause(prepared, script):
+    """torch.testing reports an error raised while comparing as "Comparing", its cause (an
+    out-of-memory error, on a crowded GPU) chained below: the record names both."""
+    path = prepared / "tests" / "utils" / "test_norm.py"
+    path.write_text(
+        path.read_text()
+        + "\n\ndef test_norm_wrapped():\n"
+        + "    try:\n        raise MemoryError('CUDA out of memory')\n"
+        + "    except MemoryError as e:\n        raise RuntimeError('Comparing\\n\\nmore') from e\n"
+    )
+    assert script.run(["norm"], None, prepared, ["-k", "wrapped"]) == 1
+    assert (prepared / "failures.txt").read_text() == (
+        "tests/utils/test_norm.py::test_norm_wrapped (call): "
+        "RuntimeError: Comparing <- MemoryError: CUDA out of memory\n"
+    )
+
+
 def test_references_are_built_once_before_the_tests(prepared, script, monkeypatch, capsys):
     """A suite's WARM code runs first, once (here it leaves a file the tests could read);
     a warm-up that fails is reported and the tests still run."""
