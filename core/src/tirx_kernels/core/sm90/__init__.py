@@ -14,7 +14,8 @@ Pure-Python models (importing this package imports neither torch nor the compile
 TIRx emitters of the same blocks (imports the compiler): :mod:`.dsl` -- ``smem_view``,
 ``tma_load_tile``, ``descriptor``, ``mma_ss``, ``wgmma_fence/commit/wait``,
 ``fence_registers``, ``store_acc``, ``Ring`` (mbarrier ring), ``grouped_tile``.
-``tirx_kernels.basic._gemm_tirx`` composes them.
+``tirx_kernels.basic._gemm_tirx`` composes them. :mod:`.timeline` -- begin/end marks of a
+profiling build of a kernel on the GPU's clock, and their reading back into spans.
 """
 
 from .layouts import Swizzle, smem_layout, swizzle_bytes, tile_offset
