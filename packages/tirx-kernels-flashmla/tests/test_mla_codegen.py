@@ -72,3 +72,24 @@ def test_the_warp_combine_gives_each_row_a_warp_of_16_byte_loads(dtype, h_q, s_q
     assert source.count("tvm_builtin_ptx_ld_vec_global_v4_f32(part_ptr") == 4
     assert source.count("tvm_builtin_ptx_st_vec_global_v2_b32((&(OUT_ptr") == 4
     assert "warp_reduce_max_32(" in source and "warp_reduce_sum_32(" in source
+
+
+def test_the_timeline_build_marks_each_phase_and_keeps_the_schedule():
+    """``timeline=True`` (scripts/mla_timeline.py) adds a buffer argument and begin/end marks
+    of every event (one thread a warpgroup), without spills or serialized wgmmas; the
+    default build's code is the same as without the option."""
+    from tirx_kernels.flashmla import _mla_decode_tirx, _mla_decode_v5_tirx
+
+    func = _mla_decode_v5_tirx.make_decode("bfloat16", 128, 1, False, prefetch=True, timeline=True)
+    assert (
+        len(func.params) == len(decode.DECODE_FACTORIES["v7"]("bfloat16", 128, 1, False).params) + 1
+    )
+    source, registers, spilled, serialized = toolchain.ptxas_report(func)
+    assert (spilled, serialized) == (0, False) and registers <= 255
+    for event in _mla_decode_tirx.EVENTS:
+        assert source.count(f"timer_start_cuda({event},") == 1
+        assert source.count(f"timer_end_cuda({event},") == 1
+    assert decode.DECODE_FACTORIES["v7"]("bfloat16", 128, 1, False).script() == (
+        _mla_decode_v5_tirx.make_decode("bfloat16", 128, 1, False, prefetch=True).script()
+    )
+    assert "timer" not in decode.DECODE_FACTORIES["v7"]("bfloat16", 128, 1, False).script()

@@ -35,6 +35,7 @@ import math
 
 from tirx_kernels.core.sm90 import dsl
 from tirx_kernels.core.sm90.layouts import Swizzle
+from tirx_kernels.core.sm90.timeline import NoTimeline, Timeline
 from tirx_kernels.core.sm90.wgmma import kmajor_descriptor_base, kstep_offset, matrix_descriptor
 from tirx_kernels.core.toolchain import T
 
@@ -47,6 +48,11 @@ SMEM = TILE_BYTES * (1 + STAGES)
 CHUNKS = D_QK * 2 // 16  # 16-byte chunks per row (72)
 LOADS = BM * CHUNKS // THREADS  # cp.async per thread per tile (18)
 META_INTS = 8
+# a timeline build's events (core.sm90.timeline; scripts/mla_timeline.py reads them): a whole
+# request, its start (metadata, Q and first pages issued), each block step, what comes
+# before its epilogue, and the epilogue's stores (with v7's loads of the next request)
+REQUEST, START, STEP, END, STORE = range(5)
+EVENTS = {REQUEST: "request", START: "start", STEP: "step", END: "end", STORE: "store"}
 DTYPES = ("bfloat16", "float16")
 _AB = {"bfloat16": "bf16", "float16": "f16"}
 _CVT = {"bfloat16": "bf16x2", "float16": "f16x2"}
@@ -141,6 +147,7 @@ def split_kv_kernel(
     request_start=None,
     blocks_per_step=1,
     request_prefetch=None,
+    timeline=False,
 ):
     """The split-KV decode PrimFunc ``name`` (``smem`` bytes of dynamic shared memory): what
     every variant shares -- the signature (batch, page count, table width, scheduler parts
@@ -156,7 +163,9 @@ def split_kv_kernel(
     tiles)`` the loads of Q and the first page of a request with blocks (default:
     :func:`cp_async_request_start`) and, if given, ``request_prefetch(Q, KC, BT, NT, req, lo,
     hi, mt, base, tid, R, tiles)`` those loads of the next request (when it has blocks),
-    issued after ``request_end`` and a CTA barrier, before the epilogue's stores."""
+    issued after ``request_end`` and a CTA barrier, before the epilogue's stores. With
+    ``timeline``, the profiling build ``name + "_timeline"``: one more argument, the uint64
+    buffer where thread 0 of each warpgroup marks the :data:`EVENTS`."""
     request_start = request_start or cp_async_request_start
     causal = bool(causal) and s_q > 1
     R = s_q * h_q
@@ -168,6 +177,85 @@ def split_kv_kernel(
     P = T.dynamic("P")
     TOT = T.dynamic("TOT")
     f32 = "float32"
+
+    @T.inline
+    def walk(Q, KC, BT, SEQ, META, NSPL, OACC, LACC, OUT, LSE, scale_log2, marks):
+        """The CTA's requests, ``marks`` (a :mod:`~tirx_kernels.core.sm90.timeline` object)
+        around each phase of each (EVENTS)."""
+        tid = T.cuda.thread_idx("x")
+        wg = tid // 128
+        t = tid % 128
+        lane = tid % 32
+        part = T.cuda.block_idx("x")
+        mt = T.cuda.block_idx("y")
+        base, acc_o, tiles = alloc_tiles()
+        marks.init()
+        m = T.alloc_local((2,), f32)
+        lsum = T.alloc_local((2,), f32)
+        corr = T.alloc_local((2,), f32)
+        lim = T.alloc_local((2,), "int32")
+        # this thread's two accumulator rows (acc_coord): r0 and r0 + 8 of the CTA's 64
+        r0 = 16 * (t // 32) + lane // 4
+        c0 = 2 * (lane % 4)
+        begin_req = META[part, 0]
+        end_req = META[part, 1]
+        # device-side guards (no host check of values): requests clamped to [0, B), blocks to
+        # the block table's width, splits to the accumulators (see _load_page for pages)
+        last_req = T.min(end_req, B - 1)
+        for req in T.serial(T.max(begin_req, 0), last_req + 1):
+            marks.begin(REQUEST)
+            marks.begin(START)
+            seqlen, lo, hi, split = _request_blocks(
+                SEQ, META, NSPL, MAXB, part, req, begin_req, end_req
+            )
+            _reset_rows(m, lsum, lim, acc_o, mt, r0, seqlen, R, s_q, h_q, causal)
+            T.cuda.cta_sync()  # the previous request's wgmmas (and exchanges) are done
+            if lo < hi:
+                request_start(Q, KC, BT, NT, req, lo, hi, mt, seqlen, base, tid, R, tiles)
+            marks.end(START)
+            for it in T.serial((T.max(hi - lo, 0) + blocks_per_step - 1) // blocks_per_step):
+                blk = lo + it * blocks_per_step
+                stage = (blk - lo) % STAGES
+                marks.begin(STEP)
+                block_step(
+                    KC,
+                    BT,
+                    NT,
+                    scale_log2,
+                    req,
+                    blk,
+                    lo,
+                    hi,
+                    seqlen,
+                    stage,
+                    (tid, wg, lane, r0, c0),
+                    (m, lsum, corr, lim, acc_o),
+                    base,
+                    tiles,
+                )
+                marks.end(STEP)
+            marks.begin(END)
+            request_end((tid, wg, lane, r0, c0), (m, lsum, corr, lim, acc_o), tiles)
+            marks.end(END)
+            marks.begin(STORE)
+            if T.constexpr(request_prefetch is not None):
+                # the next request's loads overlap this one's stores (shared memory is free)
+                T.cuda.cta_sync()
+                if req < last_req:
+                    n_seqlen, n_lo, n_hi, n_split = _request_blocks(
+                        SEQ, META, NSPL, MAXB, part, req + 1, begin_req, end_req
+                    )
+                    if n_lo < n_hi:
+                        request_prefetch(
+                            Q, KC, BT, NT, req + 1, n_lo, n_hi, mt, base, tid, R, tiles
+                        )
+            # epilogue: O / l and lse of this (request, split), or of the request itself
+            # when it has only this split (upstream's is_no_split: the combine skips it)
+            unsplit = NSPL[req + 1] - NSPL[req] == 1
+            _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT, unsplit)
+            _store_request(OUT, LSE, acc_o, m, lsum, req, mt, r0, c0, wg, lane, R, unsplit)
+            marks.end(STORE)
+            marks.end(REQUEST)
 
     @T.function
     def mla_decode(
@@ -188,70 +276,38 @@ def split_kv_kernel(
             launch=T.cuda.LaunchConfig(grid=(P, mtiles), block=THREADS, dynamic_smem_bytes=smem),
             kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
         )
-        tid = T.cuda.thread_idx("x")
-        wg = tid // 128
-        t = tid % 128
-        lane = tid % 32
-        part = T.cuda.block_idx("x")
-        mt = T.cuda.block_idx("y")
-        base, acc_o, tiles = alloc_tiles()
-        m = T.alloc_local((2,), f32)
-        lsum = T.alloc_local((2,), f32)
-        corr = T.alloc_local((2,), f32)
-        lim = T.alloc_local((2,), "int32")
-        # this thread's two accumulator rows (acc_coord): r0 and r0 + 8 of the CTA's 64
-        r0 = 16 * (t // 32) + lane // 4
-        c0 = 2 * (lane % 4)
-        begin_req = META[part, 0]
-        end_req = META[part, 1]
-        # device-side guards (no host check of values): requests clamped to [0, B), blocks to
-        # the block table's width, splits to the accumulators (see _load_page for pages)
-        last_req = T.min(end_req, B - 1)
-        for req in T.serial(T.max(begin_req, 0), last_req + 1):
-            seqlen, lo, hi, split = _request_blocks(
-                SEQ, META, NSPL, MAXB, part, req, begin_req, end_req
-            )
-            _reset_rows(m, lsum, lim, acc_o, mt, r0, seqlen, R, s_q, h_q, causal)
-            T.cuda.cta_sync()  # the previous request's wgmmas (and exchanges) are done
-            if lo < hi:
-                request_start(Q, KC, BT, NT, req, lo, hi, mt, seqlen, base, tid, R, tiles)
-            for it in T.serial((T.max(hi - lo, 0) + blocks_per_step - 1) // blocks_per_step):
-                blk = lo + it * blocks_per_step
-                stage = (blk - lo) % STAGES
-                block_step(
-                    KC,
-                    BT,
-                    NT,
-                    scale_log2,
-                    req,
-                    blk,
-                    lo,
-                    hi,
-                    seqlen,
-                    stage,
-                    (tid, wg, lane, r0, c0),
-                    (m, lsum, corr, lim, acc_o),
-                    base,
-                    tiles,
-                )
-            request_end((tid, wg, lane, r0, c0), (m, lsum, corr, lim, acc_o), tiles)
-            if T.constexpr(request_prefetch is not None):
-                # the next request's loads overlap this one's stores (shared memory is free)
-                T.cuda.cta_sync()
-                if req < last_req:
-                    n_seqlen, n_lo, n_hi, n_split = _request_blocks(
-                        SEQ, META, NSPL, MAXB, part, req + 1, begin_req, end_req
-                    )
-                    if n_lo < n_hi:
-                        request_prefetch(
-                            Q, KC, BT, NT, req + 1, n_lo, n_hi, mt, base, tid, R, tiles
-                        )
-            # epilogue: O / l and lse of this (request, split), or of the request itself
-            # when it has only this split (upstream's is_no_split: the combine skips it)
-            unsplit = NSPL[req + 1] - NSPL[req] == 1
-            _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT, unsplit)
-            _store_request(OUT, LSE, acc_o, m, lsum, req, mt, r0, c0, wg, lane, R, unsplit)
+        walk(Q, KC, BT, SEQ, META, NSPL, OACC, LACC, OUT, LSE, scale_log2, NoTimeline())
 
+    if timeline:  # a PrimFunc has no optional parameter: the signature again, plus the buffer
+        W = T.dynamic("W", "int64")
+
+        @T.function
+        def mla_decode_timeline(
+            Q: T.Tensor((B, R, D_QK), dtype, align=16),
+            KC: T.Tensor((NT, D_QK), dtype, align=16),
+            BT: T.Tensor((B, MAXB), "int32", align=4),
+            SEQ: T.Tensor((B,), "int32", align=4),
+            META: T.Tensor((P, META_INTS), "int32", align=4),
+            NSPL: T.Tensor((B1,), "int32", align=4),
+            OACC: T.Tensor((TOT, R, D_V), f32),
+            LACC: T.Tensor((TOT, R), f32),
+            OUT: T.Tensor((B, R, D_V), dtype),
+            LSE: T.Tensor((B, R), f32),
+            scale_log2: T.float32,
+            TIMELINE: T.Tensor((W,), "uint64"),
+        ):
+            T.func_attr({"tirx.noalias": True})
+            T.device_entry(
+                launch=T.cuda.LaunchConfig(
+                    grid=(P, mtiles), block=THREADS, dynamic_smem_bytes=smem
+                ),
+                kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1),
+            )
+            tid = T.cuda.thread_idx("x")
+            marks = Timeline(TIMELINE, W, P * mtiles, 2, tid // 128, tid % 128 == 0)
+            walk(Q, KC, BT, SEQ, META, NSPL, OACC, LACC, OUT, LSE, scale_log2, marks)
+
+        return mla_decode_timeline.with_attr("global_symbol", name + "_timeline")
     return mla_decode.with_attr("global_symbol", name)
 
 

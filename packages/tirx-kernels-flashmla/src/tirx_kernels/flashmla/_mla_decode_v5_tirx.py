@@ -75,13 +75,22 @@ SCALE0, SCALE1, P0_READY, PV1_ISSUED, WG_BAR = 1, 2, 3, 4, 5
 
 
 @functools.cache
-def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False, table_ahead=False, prefetch=False):
+def make_decode(
+    dtype="bfloat16",
+    h_q=128,
+    s_q=1,
+    causal=False,
+    table_ahead=False,
+    prefetch=False,
+    timeline=False,
+):
     """v5 split-KV decode PrimFunc for one (dtype, h_q, s_q, causal); the same signature and
     outputs as :func:`._mla_decode_tirx.make_decode`. ``table_ahead`` (variant v6): the next
     pair's block-table entries are loaded a pair ahead, at the top of a step, instead of
     each where it is used, on the chain between the warpgroups. ``prefetch`` (variant v7):
     the next request's Q and first two pages are issued before a request's epilogue stores
-    instead of at the next request's start (upstream loads the next Q there)."""
+    instead of at the next request's start (upstream loads the next Q there). ``timeline``:
+    the profiling build (:func:`._mla_decode_tirx.split_kv_kernel`)."""
     check_static(dtype, h_q, s_q)
     cvt, mma_s, mma_o = wgmma_ops(dtype, PAGE)
 
@@ -322,6 +331,7 @@ def make_decode(dtype="bfloat16", h_q=128, s_q=1, causal=False, table_ahead=Fals
         request_start,
         blocks_per_step=2,
         request_prefetch=request_prefetch if prefetch else None,
+        timeline=timeline,
     )
 
 

@@ -1,0 +1,122 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright TIRx authors
+"""Where the split-KV decode kernel's time goes, request by request (needs an sm_90a GPU).
+
+    python packages/tirx-kernels-flashmla/scripts/mla_timeline.py [--rows 128x1024 64x8192]
+        [--variant v7] [--heads 128] [--json OUT.json]
+
+Runs the op's launch (``decode.launch``) with the timeline build of the variant's kernel
+(``split_kv_kernel(timeline=True)``: thread 0 of each warpgroup marks each request, its
+start, each block step, what precedes its epilogue, and the epilogue) for each row
+(batch x s_k, bf16, s_q 1) and prints, per row, the median µs of each phase over all CTAs,
+the first block step of a request against the later ones, and how much of the kernel's span
+the CTAs spend outside any request (waiting at start or finished early). The marks cost a
+little each (a fenced store): compare phases, not the total, with the plain kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+
+def breakdown(spans, names) -> dict:
+    """Per-phase medians (µs) of a run's spans (``core.sm90.timeline.Span``): each event's,
+    plus ``first_step`` and ``later_steps`` (the block steps inside each request, split by
+    order), ``requests_per_cta`` and ``outside_requests_share`` (the part of the kernel's
+    span a CTA group spends before its first request or after its last)."""
+    by_name = defaultdict(list)
+    for span in spans:
+        by_name[names[span.event]].append(span)
+    out = {name: statistics.median(s.us for s in group) for name, group in by_name.items()}
+    requests = sorted(by_name["request"], key=lambda s: (s.cta, s.group, s.start_ns))
+    steps = defaultdict(list)
+    for step in by_name["step"]:
+        steps[(step.cta, step.group)].append(step)
+    first, later = [], []
+    for req in requests:
+        inside = sorted(
+            (s for s in steps[(req.cta, req.group)] if req.start_ns <= s.start_ns <= req.end_ns),
+            key=lambda s: s.start_ns,
+        )
+        first += [s.us for s in inside[:1]]
+        later += [s.us for s in inside[1:]]
+    out["first_step"] = statistics.median(first) if first else None
+    out["later_steps"] = statistics.median(later) if later else None
+    if requests:
+        begin = min(s.start_ns for s in spans)
+        end = max(s.end_ns for s in spans)
+        per_group = defaultdict(list)
+        for req in requests:
+            per_group[(req.cta, req.group)].append(req)
+        busy = [sum(r.end_ns - r.start_ns for r in rs) for rs in per_group.values()]
+        out["kernel_span_us"] = (end - begin) / 1e3
+        out["requests_per_cta"] = statistics.median(len(rs) for rs in per_group.values())
+        out["outside_requests_share"] = 1 - statistics.median(busy) / max(end - begin, 1)
+    return out
+
+
+def run_row(batch, s_k, heads, variant):
+    import torch
+
+    from tirx_kernels.core import toolchain
+    from tirx_kernels.core.sm90 import timeline
+    from tirx_kernels.flashmla import _mla_decode_tirx, _mla_decode_v5_tirx, decode
+    from tirx_kernels.flashmla.kernels.flash_mla_decode import prepare_data
+
+    q, k_cache, table, seqlens = prepare_data("bfloat16", heads, 1, batch, s_k, on_device=True)
+    meta, splits = decode.get_mla_metadata(seqlens, heads, 1)
+    options = {"v5": {}, "v6": {"table_ahead": True}, "v7": {"prefetch": True}}[variant]
+    kernel = _mla_decode_v5_tirx.make_decode("bfloat16", heads, 1, False, timeline=True, **options)
+    marked = toolchain.compile(kernel)
+    _, combine = decode.compiled_kernels(variant, q, False)
+    ctas = meta.shape[0] * -(-heads // _mla_decode_tirx.BM)
+    # a CTA group's records: 8 per request, 2 per block step (at most one per block)
+    blocks = sum(-(-int(n) // 64) for n in seqlens.tolist())
+    words = timeline.buffer_words(ctas, 2, records=8 * batch + 2 * blocks)
+    buffer = torch.zeros(words, dtype=torch.uint64, device=q.device)
+    inputs = (q, k_cache, table, seqlens, meta, splits)
+
+    def decode_marked(*args):
+        buffer.zero_()
+        marked(*args, buffer)
+
+    for _ in range(3):  # the last run's marks are read
+        outputs = decode.op_outputs(q, meta.shape[0])
+        decode.launch(variant, outputs, inputs, 576**-0.5, False, (decode_marked, combine))
+    torch.cuda.synchronize()
+    spans = timeline.decode(buffer.cpu().tolist())
+    return breakdown(spans, _mla_decode_tirx.EVENTS), timeline.summarize(
+        spans, _mla_decode_tirx.EVENTS
+    )
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", nargs="+", default=["128x1024", "64x8192", "16x1024"])
+    parser.add_argument("--variant", default="v7", choices=["v5", "v6", "v7"])
+    parser.add_argument("--heads", type=int, default=128, choices=[16, 32, 64, 128])
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args(argv)
+    rows = []
+    for row in args.rows:
+        try:
+            batch, s_k = (int(x) for x in row.split("x"))
+        except ValueError:
+            parser.error(f"--rows: {row!r} is not BATCHxS_K, e.g. 128x1024")
+        print(f"# b{batch} s_k {s_k}", file=sys.stderr, flush=True)
+        phases, events = run_row(batch, s_k, args.heads, args.variant)
+        rows.append({"batch": batch, "s_k": s_k, "phases_us": phases, "events": events})
+        shown = ", ".join(f"{k} {v:.2f}" for k, v in phases.items() if v is not None)
+        print(f"b{batch} s_k {s_k} ({args.variant}, h_q {args.heads}): {shown}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"variant": args.variant, "heads": args.heads, "rows": rows}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
