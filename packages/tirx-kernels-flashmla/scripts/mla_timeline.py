@@ -69,7 +69,12 @@ def run_row(batch, s_k, heads, variant):
 
     q, k_cache, table, seqlens = prepare_data("bfloat16", heads, 1, batch, s_k, on_device=True)
     meta, splits = decode.get_mla_metadata(seqlens, heads, 1)
-    options = {"v5": {}, "v6": {"table_ahead": True}, "v7": {"prefetch": True}}[variant]
+    options = {
+        "v5": {},
+        "v6": {"table_ahead": True},
+        "v7": {"prefetch": True},
+        "v8": {"prefetch": True, "paired_stores": True},
+    }[variant]
     kernel = _mla_decode_v5_tirx.make_decode("bfloat16", heads, 1, False, timeline=True, **options)
     marked = toolchain.compile(kernel)
     _, combine = decode.compiled_kernels(variant, q, False)
@@ -97,7 +102,7 @@ def run_row(batch, s_k, heads, variant):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", nargs="+", default=["128x1024", "64x8192", "16x1024"])
-    parser.add_argument("--variant", default="v7", choices=["v5", "v6", "v7"])
+    parser.add_argument("--variant", default="v7", choices=["v5", "v6", "v7", "v8"])
     parser.add_argument("--heads", type=int, default=128, choices=[16, 32, 64, 128])
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not f
         ("v6", "bfloat16", 128, 1, False),
         ("v7", "bfloat16", 128, 1, False),
         ("v7", "float16", 16, 2, True),
+        ("v8", "bfloat16", 128, 1, False),
     ],
 )
 def test_split_kv_kernel_assembles_without_spills_or_serialized_wgmmas(
@@ -72,6 +73,21 @@ def test_the_warp_combine_gives_each_row_a_warp_of_16_byte_loads(dtype, h_q, s_q
     assert source.count("tvm_builtin_ptx_ld_vec_global_v4_f32(part_ptr") == 4
     assert source.count("tvm_builtin_ptx_st_vec_global_v2_b32((&(OUT_ptr") == 4
     assert "warp_reduce_max_32(" in source and "warp_reduce_sum_32(" in source
+
+
+def test_v8_stores_the_epilogue_in_column_pairs():
+    """v8 (``paired_stores``) writes a split's fp32 O as 8-byte pairs and an unsplit
+    request's output as 4-byte bf16 pairs: 64 stores a thread each, where v7 issues 128."""
+
+    def epilogue(variant):
+        func = decode.DECODE_FACTORIES[variant]("bfloat16", 128, 1, False)
+        return toolchain.cuda_source(toolchain.compile(func)).split("for (int it = 0", 1)[1]
+
+    v7, v8 = epilogue("v7"), epilogue("v8")
+    assert (v7.count("OACC_ptr["), v7.count("OUT_ptr[")) == (128, 128)
+    assert (v8.count("OACC_ptr["), v8.count("OUT_ptr[")) == (64, 64)
+    assert v8.count("st_vec_global_v2_f32((&(OACC_ptr[") == 64
+    assert v8.count("st_global_b32((&(OUT_ptr[") == 64
 
 
 def test_the_timeline_build_marks_each_phase_and_keeps_the_schedule():

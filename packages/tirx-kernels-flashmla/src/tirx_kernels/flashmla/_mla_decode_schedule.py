@@ -36,10 +36,11 @@ META_INTS = 8
 # the next page's cp.async issued before the wait, was dropped for it) and "v5"
 # (_mla_decode_v5_tirx, upstream's schedule: pages in pairs, one per warpgroup), "v6" (v5
 # with the block-table entries loaded a pair ahead, timed beside the default until it wins),
-# "v7" (v5 with the next request's Q and first pages issued before a request's epilogue). The
+# "v7" (v5 with the next request's Q and first pages issued before a request's epilogue),
+# "v8" (v7 whose epilogue stores column pairs: half the store instructions). The
 # environment variable overrides the default per process, e.g. TIRX_FLASHMLA_VARIANT=v1
 # falls back to the first kernel.
-VARIANTS = ("v1", "v2", "v4", "v5", "v6", "v7")
+VARIANTS = ("v1", "v2", "v4", "v5", "v6", "v7", "v8")
 DEFAULT_VARIANT = "v7"  # why: docs/mla_decode.md, "Status"
 VARIANT_ENV = "TIRX_FLASHMLA_VARIANT"
 

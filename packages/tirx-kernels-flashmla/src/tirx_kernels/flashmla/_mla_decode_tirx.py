@@ -148,6 +148,7 @@ def split_kv_kernel(
     blocks_per_step=1,
     request_prefetch=None,
     timeline=False,
+    paired_stores=False,
 ):
     """The split-KV decode PrimFunc ``name`` (``smem`` bytes of dynamic shared memory): what
     every variant shares -- the signature (batch, page count, table width, scheduler parts
@@ -252,8 +253,26 @@ def split_kv_kernel(
             # epilogue: O / l and lse of this (request, split), or of the request itself
             # when it has only this split (upstream's is_no_split: the combine skips it)
             unsplit = NSPL[req + 1] - NSPL[req] == 1
-            _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT, unsplit)
-            _store_request(OUT, LSE, acc_o, m, lsum, req, mt, r0, c0, wg, lane, R, unsplit)
+            _store_split(
+                OACC,
+                LACC,
+                acc_o,
+                m,
+                lsum,
+                split,
+                mt,
+                r0,
+                c0,
+                wg,
+                lane,
+                R,
+                TOT,
+                unsplit,
+                paired_stores,
+            )
+            _store_request(
+                OUT, LSE, acc_o, m, lsum, req, mt, r0, c0, wg, lane, R, unsplit, paired_stores
+            )
             marks.end(STORE)
             marks.end(REQUEST)
 
@@ -451,18 +470,26 @@ def _softmax_step(acc_s, tokens, m, lsum, corr, h, mx):
 
 
 @T.inline
-def _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT, unsplit):
+def _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT, unsplit, paired):
     """O / l of this thread's rows (its warpgroup's 256 columns) and their lse (natural log)
     into ``OACC[split]`` / ``LACC[split]`` unless the request is ``unsplit``; rows past R and
-    splits outside the accumulators are not stored (a device-side guard)."""
+    splits outside the accumulators are not stored (a device-side guard). ``paired``: a
+    column pair per 8-byte store, else a 4-byte store per column."""
     for h in T.unroll(2):
         row = mt * BM + r0 + 8 * h
         if T.And(T.And(row < R, T.Not(unsplit)), T.And(split >= 0, split < TOT)):
             empty = lsum[h] == T.float32(0)
             inv = T.if_then_else(empty, T.float32(0), T.float32(1) / lsum[h])
             for j in T.unroll(32):
-                for e in T.unroll(2):
-                    OACC[split, row, wg * 256 + 8 * j + c0 + e] = acc_o[4 * j + 2 * h + e] * inv
+                if T.constexpr(paired):
+                    T.ptx["st.global.v2.f32"](
+                        OACC.ptr_to([split, row, wg * 256 + 8 * j + c0]),
+                        acc_o[4 * j + 2 * h] * inv,
+                        acc_o[4 * j + 2 * h + 1] * inv,
+                    )
+                else:
+                    for e in T.unroll(2):
+                        OACC[split, row, wg * 256 + 8 * j + c0 + e] = acc_o[4 * j + 2 * h + e] * inv
             if wg == 0:
                 if lane % 4 == 0:
                     LACC[split, row] = T.if_then_else(
@@ -473,20 +500,27 @@ def _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT
 
 
 @T.inline
-def _store_request(OUT, LSE, acc_o, m, lsum, req, mt, r0, c0, wg, lane, R, unsplit):
+def _store_request(OUT, LSE, acc_o, m, lsum, req, mt, r0, c0, wg, lane, R, unsplit, paired):
     """For an ``unsplit`` request, what the combine makes of one split, written here: O / l
     rounded once to the output dtype and lse (natural log); a row with nothing to attend
-    gets 0 and +inf, as from the combine."""
+    gets 0 and +inf, as from the combine. ``paired``: a column pair per 4-byte store, else
+    a 2-byte store per column."""
+    cvt = getattr(T.ptx.cvt.rn, _CVT[str(OUT.ty.dtype.dtype)]).f32
     for h in T.unroll(2):
         row = mt * BM + r0 + 8 * h
         if T.And(row < R, unsplit):
             empty = lsum[h] == T.float32(0)
             inv = T.if_then_else(empty, T.float32(0), T.float32(1) / lsum[h])
             for j in T.unroll(32):
-                for e in T.unroll(2):
-                    OUT[req, row, wg * 256 + 8 * j + c0 + e] = T.cast(
-                        acc_o[4 * j + 2 * h + e] * inv, OUT.dtype
-                    )
+                if T.constexpr(paired):
+                    packed = T.alloc_local((1,), "uint32")
+                    cvt(packed[0], acc_o[4 * j + 2 * h + 1] * inv, acc_o[4 * j + 2 * h] * inv)
+                    T.ptx["st.global.b32"](OUT.ptr_to([req, row, wg * 256 + 8 * j + c0]), packed[0])
+                else:
+                    for e in T.unroll(2):
+                        OUT[req, row, wg * 256 + 8 * j + c0 + e] = T.cast(
+                            acc_o[4 * j + 2 * h + e] * inv, OUT.dtype
+                        )
             if wg == 0:
                 if lane % 4 == 0:
                     LSE[req, row] = T.if_then_else(

@@ -82,6 +82,7 @@ def make_decode(
     causal=False,
     table_ahead=False,
     prefetch=False,
+    paired_stores=False,
     timeline=False,
 ):
     """v5 split-KV decode PrimFunc for one (dtype, h_q, s_q, causal); the same signature and
@@ -89,8 +90,10 @@ def make_decode(
     pair's block-table entries are loaded a pair ahead, at the top of a step, instead of
     each where it is used, on the chain between the warpgroups. ``prefetch`` (variant v7):
     the next request's Q and first two pages are issued before a request's epilogue stores
-    instead of at the next request's start (upstream loads the next Q there). ``timeline``:
-    the profiling build (:func:`._mla_decode_tirx.split_kv_kernel`)."""
+    instead of at the next request's start (upstream loads the next Q there).
+    ``paired_stores`` (variant v8, with ``prefetch``): the epilogue stores column pairs, one
+    8-byte (split) or 4-byte (output) store each, instead of one store per column.
+    ``timeline``: the profiling build (:func:`._mla_decode_tirx.split_kv_kernel`)."""
     check_static(dtype, h_q, s_q)
     cvt, mma_s, mma_o = wgmma_ops(dtype, PAGE)
 
@@ -332,6 +335,7 @@ def make_decode(
         blocks_per_step=2,
         request_prefetch=request_prefetch if prefetch else None,
         timeline=timeline,
+        paired_stores=paired_stores,
     )
 
 

@@ -76,6 +76,7 @@ DECODE_FACTORIES = {
     "v5": _mla_decode_v5_tirx.make_decode,
     "v6": functools.partial(_mla_decode_v5_tirx.make_decode, table_ahead=True),
     "v7": functools.partial(_mla_decode_v5_tirx.make_decode, prefetch=True),
+    "v8": functools.partial(_mla_decode_v5_tirx.make_decode, prefetch=True, paired_stores=True),
 }
 
 
