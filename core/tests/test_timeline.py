@@ -53,6 +53,29 @@ def test_spans_pair_each_begin_with_its_end_per_cta_group():
     assert summary["request"]["count"] == 1
 
 
+def test_children_are_nested_in_the_parent_of_their_cta_group():
+    parent = timeline.Span(0, 1, 0, 100, 200)
+    other = timeline.Span(1, 1, 0, 100, 200)
+    inside = [timeline.Span(0, 1, 2, 150, 160), timeline.Span(0, 1, 2, 110, 120)]
+    # the next parent's first child may start as this one ends
+    outside = [timeline.Span(0, 1, 2, 200, 210), timeline.Span(0, 0, 2, 150, 160)]
+    got = timeline.nested([other, parent], inside + outside)
+    assert got == [(parent, sorted(inside, key=lambda s: s.start_ns)), (other, [])]
+
+
+def test_occupancy_is_the_share_of_the_span_each_group_spends_in_its_units():
+    units = [
+        timeline.Span(0, 0, 0, 0, 10_000),
+        timeline.Span(0, 0, 0, 10_000, 28_000),  # CTA 0: busy the whole 28 µs
+        timeline.Span(1, 0, 0, 0, 7_000),  # CTA 1: done after 7
+        timeline.Span(2, 0, 0, 14_000, 28_000),  # CTA 2: starts late
+    ]
+    got = timeline.occupancy(units + [timeline.Span(3, 1, 5, 1_000, 2_000)], units)
+    assert got["kernel_span_us"] == 28 and got["units_per_group"] == 1
+    assert got["idle_share"] == pytest.approx(1 - 14 / 28)  # median busy: 14 µs
+    assert timeline.occupancy([], []) == {}
+
+
 def test_the_32_bit_clock_wrapping_mid_kernel_keeps_durations():
     start = (1 << 32) - 300
     marks = [(0, 0, 1, timeline.BEGIN, start), (0, 0, 1, timeline.END, start + 1_000)]

@@ -22,40 +22,25 @@ import statistics
 import sys
 from collections import defaultdict
 
+from tirx_kernels.core.sm90 import timeline
+
 
 def breakdown(spans, names) -> dict:
     """Per-phase medians (µs) of a run's spans (``core.sm90.timeline.Span``): each event's,
     plus ``first_step`` and ``later_steps`` (the block steps inside each request, split by
-    order), ``requests_per_cta`` and ``outside_requests_share`` (the part of the kernel's
-    span a CTA group spends before its first request or after its last)."""
+    order) and :func:`~tirx_kernels.core.sm90.timeline.occupancy` over the requests."""
     by_name = defaultdict(list)
     for span in spans:
         by_name[names[span.event]].append(span)
     out = {name: statistics.median(s.us for s in group) for name, group in by_name.items()}
-    requests = sorted(by_name["request"], key=lambda s: (s.cta, s.group, s.start_ns))
-    steps = defaultdict(list)
-    for step in by_name["step"]:
-        steps[(step.cta, step.group)].append(step)
+    requests = by_name["request"]
     first, later = [], []
-    for req in requests:
-        inside = sorted(
-            (s for s in steps[(req.cta, req.group)] if req.start_ns <= s.start_ns <= req.end_ns),
-            key=lambda s: s.start_ns,
-        )
-        first += [s.us for s in inside[:1]]
-        later += [s.us for s in inside[1:]]
+    for _, steps in timeline.nested(requests, by_name["step"]):
+        first += [s.us for s in steps[:1]]
+        later += [s.us for s in steps[1:]]
     out["first_step"] = statistics.median(first) if first else None
     out["later_steps"] = statistics.median(later) if later else None
-    if requests:
-        begin = min(s.start_ns for s in spans)
-        end = max(s.end_ns for s in spans)
-        per_group = defaultdict(list)
-        for req in requests:
-            per_group[(req.cta, req.group)].append(req)
-        busy = [sum(r.end_ns - r.start_ns for r in rs) for rs in per_group.values()]
-        out["kernel_span_us"] = (end - begin) / 1e3
-        out["requests_per_cta"] = statistics.median(len(rs) for rs in per_group.values())
-        out["outside_requests_share"] = 1 - statistics.median(busy) / max(end - begin, 1)
+    out.update(timeline.occupancy(spans, requests))
     return out
 
 
@@ -63,7 +48,6 @@ def run_row(batch, s_k, heads, variant):
     import torch
 
     from tirx_kernels.core import toolchain
-    from tirx_kernels.core.sm90 import timeline
     from tirx_kernels.flashmla import _mla_decode_tirx, _mla_decode_v5_tirx, decode
     from tirx_kernels.flashmla.kernels.flash_mla_decode import prepare_data
 

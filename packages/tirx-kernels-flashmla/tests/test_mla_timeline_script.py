@@ -40,9 +40,9 @@ def test_the_breakdown_splits_first_steps_from_later_ones(script):
     got = script.breakdown(spans, EVENTS)
     assert got["first_step"] == 5 and got["later_steps"] == 2
     assert got["start"] == 2 and got["end"] == 1 and got["store"] == 3
-    assert got["kernel_span_us"] == 28 and got["requests_per_cta"] == 1.5
+    assert got["kernel_span_us"] == 28 and got["units_per_group"] == 1.5
     # CTA 0 busy 15 + 13 = 28 of 28 µs, CTA 1 13 of 28: the median group 20.5 µs
-    assert got["outside_requests_share"] == pytest.approx(1 - 20.5 / 28)
+    assert got["idle_share"] == pytest.approx(1 - 20.5 / 28)
 
 
 def test_a_bad_row_is_refused_naming_the_option(script, capsys):

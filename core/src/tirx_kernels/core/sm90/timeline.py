@@ -128,6 +128,47 @@ def _earliest(times: list[int]) -> int:
     return max(gaps)[1]
 
 
+def nested(parents: list[Span], children: list[Span]) -> list[tuple[Span, list[Span]]]:
+    """Each parent span with the children of its CTA group that start inside it (at or after
+    its start, before its end), in time order (a request and its block steps, a tile and
+    its waits)."""
+    by_group = defaultdict(list)
+    for child in children:
+        by_group[(child.cta, child.group)].append(child)
+    for group in by_group.values():
+        group.sort(key=lambda s: s.start_ns)
+    return [
+        (
+            parent,
+            [
+                c
+                for c in by_group[(parent.cta, parent.group)]
+                if parent.start_ns <= c.start_ns < parent.end_ns
+            ],
+        )
+        for parent in sorted(parents, key=lambda s: (s.cta, s.group, s.start_ns))
+    ]
+
+
+def occupancy(spans: list[Span], units: list[Span]) -> dict[str, float]:
+    """How a kernel's span is shared out: ``kernel_span_us`` (its first mark to its last,
+    over ``spans``) and, over the CTA groups with ``units`` (requests, tiles), the median
+    count of them (``units_per_group``) and the median share of the span a group spends
+    outside them (``idle_share``: waiting to start, or done before the others)."""
+    if not spans or not units:
+        return {}
+    begin = min(s.start_ns for s in spans)
+    span = max(max(s.end_ns for s in spans) - begin, 1)
+    per_group = defaultdict(list)
+    for unit in units:
+        per_group[(unit.cta, unit.group)].append(unit.end_ns - unit.start_ns)
+    return {
+        "kernel_span_us": span / 1e3,
+        "units_per_group": median(len(u) for u in per_group.values()),
+        "idle_share": 1 - median(sum(u) for u in per_group.values()) / span,
+    }
+
+
 def summarize(spans: list[Span], names: dict[int, str]) -> dict[str, dict]:
     """Per event name: count, total, median and max µs over all CTA groups."""
     by_event: dict[str, list[float]] = defaultdict(list)
