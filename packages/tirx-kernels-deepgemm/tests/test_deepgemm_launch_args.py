@@ -302,3 +302,23 @@ def test_lean_loop_addresses_the_ring_and_reads_scales_after_the_issue():
     assert "tvm_builtin_cuda_mbarrier_wait(" not in source.split("__global__")[-1]
     assert not spilled and not serialized
     assert toolchain.setmaxnreg_shortfall(source, registers) == 0
+
+
+def test_the_timeline_build_marks_each_phase_and_keeps_the_schedule():
+    """``timeline=True`` (scripts/gemm_timeline.py) adds a buffer argument and begin/end
+    marks of every event, without spills or serialized wgmmas; the default build's code is
+    the same as without the option."""
+    from tirx_kernels.core import toolchain
+    from tirx_kernels.deepgemm._gemm_1d2d_tirx import EVENTS
+
+    options = {"cluster": 2, "l2_promotion": 3, "tma_store": True}
+    func = make_gemm_1d2d("normal", 4096, 512, 256, 128, timeline=True, **options)
+    default = make_gemm_1d2d("normal", 4096, 512, 256, 128, **options)
+    assert len(func.params) == len(default.params) + 1
+    source, registers, spilled, serialized = toolchain.ptxas_report(func)
+    assert not spilled and not serialized
+    assert toolchain.setmaxnreg_shortfall(source, registers) == 0
+    for event in EVENTS:
+        assert source.count(f"timer_start_cuda({event},") == 1
+        assert source.count(f"timer_end_cuda({event},") == 1
+    assert "timer" not in default.script()

@@ -58,6 +58,7 @@ import functools
 
 from tirx_kernels.core.sm90 import dsl
 from tirx_kernels.core.sm90.layouts import Swizzle
+from tirx_kernels.core.sm90.timeline import NoTimeline, Timeline
 from tirx_kernels.core.sm90.wgmma import kmajor_descriptor_base, kstep_offset
 from tirx_kernels.core.toolchain import T
 
@@ -70,6 +71,11 @@ _PRODUCER_REGS, _CONSUMER_REGS = 40, 232
 _MMA_K = 32  # e4m3 wgmma K per instruction
 SFB_BARRIER = 1  # named barrier of the consumer warpgroups (0 is the CTA's)
 EPILOGUE_BARRIER = 2  # + w: consumer warpgroup w's own, for its TMA epilogue
+# a timeline build's events (core.sm90.timeline; scripts/gemm_timeline.py reads them): a
+# consumer warpgroup's tile, its wait for each K block's slot and its epilogue; the
+# producer's loads of a tile (from its first slot acquired to its last copy issued)
+TILE, WAIT, EPILOGUE, LOADS = range(4)
+EVENTS = {TILE: "tile", WAIT: "wait", EPILOGUE: "epilogue", LOADS: "loads"}
 
 
 def check_domain(N: int, K: int, num_groups: int = 1) -> None:
@@ -214,6 +220,7 @@ def make_gemm_1d2d(
     l2_promotion: int = 0,
     tma_store: bool = False,
     lean_loop: bool = False,
+    timeline: bool = False,
 ):
     """The PrimFunc of GEMM type ``kind`` for one (N, K, BLOCK_M, BLOCK_N, groups);
     ``cluster=2`` (normal only): CTA pairs along M share each B tile by TMA multicast, or
@@ -227,7 +234,9 @@ def make_gemm_1d2d(
     op turns both on for the normal GEMM (``fp8_gemm.normal_options``). ``lean_loop``: the
     ring's barriers addressed by their shared addresses (``Ring(by_address=True)``) and a K
     block's scales read after its wgmmas are issued, as upstream's K loop (opt-in: no faster
-    on the H100, docs/fp8_gemm.md).
+    on the H100, docs/fp8_gemm.md). ``timeline``: the profiling build, one more argument
+    (a uint64 buffer) where thread 0 of each warpgroup marks the :data:`EVENTS`
+    (``scripts/gemm_timeline.py``).
 
     Arguments: normal ``(A, B, SFA, SFB, D)``; contiguous ``(A, B, SFA, SFB, D, IDX)``;
     masked ``(A, B, SFA, SFB, D, MASK)`` (module docstring)."""
@@ -290,16 +299,10 @@ def make_gemm_1d2d(
                 walk[1] = walk[1] + 1
                 walk[3] = T.truncdiv(_group_rows(IDX, walk[1], group_m) + (BM - 1), BM)
 
-    @T.function
-    def gemm_1d2d(
-        A: T.Tensor((M, K), FP8, align=16),
-        B: T.Tensor((n_rows_b, K), FP8, align=16),
-        SFA: T.Tensor((sfa_rows, MP), "float32", align=4),
-        SFB: T.Tensor((n_rows_b // 128, kb_count), "float32", align=4),
-        D: T.Tensor((M, N), "bfloat16", align=16),
-        IDX: T.Tensor((M if contiguous else G,), "int32", align=4),
-    ):
-        dsl.persistent_entry(clusters, CL, smem, 128 + CT)
+    @T.inline
+    def gemm_body(A, B, SFA, SFB, D, IDX, marks):
+        """The kernel after its entry; ``marks`` (a :mod:`~tirx_kernels.core.sm90.timeline`
+        object) around each tile's phases (EVENTS)."""
         tid = T.cuda.thread_idx("x")
         wg = tid // 128
         rank = T.cuda.block_idx("x") % CL  # this CTA's tile of its cluster's pair
@@ -313,6 +316,7 @@ def make_gemm_1d2d(
         walk = T.alloc_local((4,), "int32")
         group_m = T.truncdiv(M, G)  # masked: rows per group
         ring.setup(tid, CL, 4 * consumers)
+        marks.init()
         # a cluster's spare M tile (past M: zero-filled A, nothing stored) keeps pairs whole
         walk[0] = T.truncdiv(T.truncdiv(M + (BM - 1), BM) + (CM - 1), CM) * (nb_count // CN)
         if T.constexpr(masked):
@@ -338,6 +342,7 @@ def make_gemm_1d2d(
                     # the tile's A scales of a K block: one contiguous row of SFA, clipped
                     # at its end (a multiple of 4 floats: 16-byte copies)
                     sfa_bytes = T.max(T.min(BM, MP - tm * BM), 0) * 4
+                    marks.begin(LOADS)
                     for kb in T.serial(kb_count):
                         ring.producer_acquire()
                         ring.producer_expect(A_BYTES + B_BYTES + sfa_bytes)
@@ -375,6 +380,7 @@ def make_gemm_1d2d(
                                 T.cuda.cvta_generic_to_shared(ring.full_bar()),
                             )
                         ring.advance()
+                    marks.end(LOADS)
                 if T.constexpr(CL > 1):
                     ring.producer_tail()
         else:
@@ -394,6 +400,7 @@ def make_gemm_1d2d(
             t_in = tid % 128
             r_in = m_off + 16 * (t_in // 32) + (t_in % 32) // 4  # the tile row of acc[0]
             for t in T.serial(first, walk[0], step=clusters):
+                marks.begin(TILE)
                 walk_to_group_of(walk, t, IDX, group_m)
                 tm, tn = _cluster_tile(t, walk, nb_count, CM, CN, rank)
                 # D rows of this tile: [row_base, row_end)
@@ -407,7 +414,9 @@ def make_gemm_1d2d(
                     final[i] = T.float32(0)
                 if valid:
                     for kb in T.serial(kb_count):
+                        marks.begin(WAIT)
                         ring.consumer_wait()
+                        marks.end(WAIT)
                         # the K block's scales, read before the slot is freed (lean: after
                         # the first wave's wgmmas are issued, off their issue path)
                         if T.constexpr(not lean_loop):
@@ -450,6 +459,7 @@ def make_gemm_1d2d(
                         ring.consumer_wait()
                         _release(ring, lane, rank, CL)
                         ring.advance()
+                marks.begin(EPILOGUE)
                 if T.constexpr(tma_store):
                     dsl.store_acc_tma(
                         final,
@@ -469,8 +479,41 @@ def make_gemm_1d2d(
                             acc[i] = final[WN // 2 + i]
                         row = row_base + m_off + 128
                         _store_rows(acc, D, row, tn * BN + n_off, WN, row_end, N, packed)
+                marks.end(EPILOGUE)
+                marks.end(TILE)
             if T.constexpr(tma_store):
                 if T.cuda.thread_in_warpgroup() == 0:
                     dsl.bulk_wait(0)  # the staging tiles must outlive the stores reading them
 
+    @T.function
+    def gemm_1d2d(
+        A: T.Tensor((M, K), FP8, align=16),
+        B: T.Tensor((n_rows_b, K), FP8, align=16),
+        SFA: T.Tensor((sfa_rows, MP), "float32", align=4),
+        SFB: T.Tensor((n_rows_b // 128, kb_count), "float32", align=4),
+        D: T.Tensor((M, N), "bfloat16", align=16),
+        IDX: T.Tensor((M if contiguous else G,), "int32", align=4),
+    ):
+        dsl.persistent_entry(clusters, CL, smem, 128 + CT)
+        gemm_body(A, B, SFA, SFB, D, IDX, NoTimeline())
+
+    if timeline:  # a PrimFunc has no optional parameter: the signature again, plus the buffer
+        W = T.dynamic("W", "int64")
+
+        @T.function
+        def gemm_1d2d_timeline(
+            A: T.Tensor((M, K), FP8, align=16),
+            B: T.Tensor((n_rows_b, K), FP8, align=16),
+            SFA: T.Tensor((sfa_rows, MP), "float32", align=4),
+            SFB: T.Tensor((n_rows_b // 128, kb_count), "float32", align=4),
+            D: T.Tensor((M, N), "bfloat16", align=16),
+            IDX: T.Tensor((M if contiguous else G,), "int32", align=4),
+            TIMELINE: T.Tensor((W,), "uint64"),
+        ):
+            dsl.persistent_entry(clusters, CL, smem, 128 + CT)
+            tid = T.cuda.thread_idx("x")
+            marks = Timeline(TIMELINE, W, clusters * CL, 1 + consumers, tid // 128, tid % 128 == 0)
+            gemm_body(A, B, SFA, SFB, D, IDX, marks)
+
+        return gemm_1d2d_timeline.with_attr("global_symbol", "gemm_1d2d_timeline")
     return gemm_1d2d
