@@ -78,6 +78,8 @@ class NoTimeline:
 
 @dataclass(frozen=True)
 class Span:
+    """One event of one CTA group, begin to end, in ns from the kernel's first mark."""
+
     cta: int
     group: int
     event: int
@@ -90,8 +92,8 @@ class Span:
 
 
 def decode(words) -> list[Span]:
-    """The spans of a buffer (a sequence of uint64 ints): each begin matched with the next
-    end of the same (CTA, group, event), in write order; unmatched marks are dropped."""
+    """The spans of a buffer (a sequence of uint64 ints): in each CTA group's write order,
+    an end closes the latest open begin of its event; unmatched marks are dropped."""
     words = [int(w) for w in words]
     if not words or words[0] == 0:
         return []
