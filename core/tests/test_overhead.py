@@ -161,6 +161,22 @@ def test_bench_calls_is_a_bench_result_of_our_op_beside_the_references():
         testing.bench_calls(calls, "kernel")
 
 
+def test_graph_rows_name_the_calls_in_their_graph(monkeypatch):
+    """A graph row's timer says how many calls its graph held, so the suite's comparison
+    reports a row timed with another count as a changed timer, not as a speed change."""
+    from tirx_kernels.core import testing
+    from tirx_kernels.core.suite import baseline
+
+    monkeypatch.setattr(overhead, "_captured", lambda call: call)
+    monkeypatch.setattr(overhead, "_replay_round", lambda graph, n: 2.0)
+    result = testing.bench_calls({"tirx": lambda: None, "flashinfer": lambda: None}, "graph")
+    assert result["timer"] == f"graph_op_x{overhead.GRAPH_CALLS}" == "graph_op_x32"
+    old = {"kernel": "k", "config": "c_graph", "ratio": 1.0, "timer": "graph_op"}
+    new = {"kernel": "k", "config": "c_graph", "ratio": 1.3, "timer": result["timer"]}
+    verdict = baseline._compare_row(new, old, True, 0.03, [])["verdict"]
+    assert verdict == "timer changed (graph_op -> graph_op_x32)"
+
+
 OP_OVERHEAD = Path(__file__).resolve().parents[2] / "scripts" / "op_overhead.py"
 
 
