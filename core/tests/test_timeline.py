@@ -83,6 +83,14 @@ def test_the_32_bit_clock_wrapping_mid_kernel_keeps_durations():
     assert span.us == 1.0
 
 
+def test_a_buffer_read_back_from_int64_storage_decodes_the_same():
+    marks = [(0, 0, 1, timeline.BEGIN, 3_000_000_000), (0, 0, 1, timeline.END, 3_000_002_000)]
+    words = _buffer(1, 1, marks)
+    signed = [w - (1 << 64) if w >= 1 << 63 else w for w in words]  # the top bit is set
+    assert min(signed) < 0 and timeline.decode(signed) == timeline.decode(words)
+    assert timeline.decode(signed)[0].us == 2.0
+
+
 def test_an_empty_buffer_has_no_spans():
     assert timeline.decode([0] * 9) == [] and timeline.decode([]) == []
 

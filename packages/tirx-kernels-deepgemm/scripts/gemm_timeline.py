@@ -71,12 +71,12 @@ def run_shape(M, N, K):
     # a warpgroup's records: a tile's 4 and 2 per K block, over its share of the tiles
     tiles = -(-M // bm) * -(-N // bn)
     records = (-(-tiles // sms) + 2) * (4 + 2 * (K // 128))
-    buffer = torch.zeros(timeline.buffer_words(sms, 3, records), dtype=torch.uint64)
-    buffer = buffer.to(a.device)
+    # int64 storage (torch's uint64 has few CUDA kernels), passed as the kernel's uint64
+    buffer = torch.zeros(timeline.buffer_words(sms, 3, records), dtype=torch.int64, device=a.device)
     args = (a, b, sfa_rows(sfa), sfb.contiguous(), d, fp8_gemm.no_index(a.device))
     for _ in range(3):  # the last run's marks are read
         buffer.zero_()
-        marked(*args, buffer)
+        marked(*args, buffer.view(torch.uint64))
     torch.cuda.synchronize()
     spans = timeline.decode(buffer.cpu().tolist())
     layout = {"bm": bm, "bn": bn, "cluster": cluster, "multicast_a": multicast_a}

@@ -66,12 +66,13 @@ def run_row(batch, s_k, heads, variant):
     # a CTA group's records: 8 per request, 2 per block step (at most one per block)
     blocks = sum(-(-int(n) // 64) for n in seqlens.tolist())
     words = timeline.buffer_words(ctas, 2, records=8 * batch + 2 * blocks)
-    buffer = torch.zeros(words, dtype=torch.uint64, device=q.device)
+    # int64 storage (torch's uint64 has few CUDA kernels), passed as the kernel's uint64
+    buffer = torch.zeros(words, dtype=torch.int64, device=q.device)
     inputs = (q, k_cache, table, seqlens, meta, splits)
 
     def decode_marked(*args):
         buffer.zero_()
-        marked(*args, buffer)
+        marked(*args, buffer.view(torch.uint64))
 
     for _ in range(3):  # the last run's marks are read
         outputs = decode.op_outputs(q, meta.shape[0])

@@ -92,9 +92,10 @@ class Span:
 
 
 def decode(words) -> list[Span]:
-    """The spans of a buffer (a sequence of uint64 ints): in each CTA group's write order,
+    """The spans of a buffer (uint64 words, or int64 ones of the same bits): in each CTA
+    group's write order,
     an end closes the latest open begin of its event; unmatched marks are dropped."""
-    words = [int(w) for w in words]
+    words = [int(w) % (1 << 64) for w in words]  # int64 storage reads back signed
     if not words or words[0] == 0:
         return []
     ctas, groups = words[0] & 0xFFFFFFFF, words[0] >> 32
