@@ -3,22 +3,19 @@
 """scripts/gemm_sweep.py --grid and scripts/gemm_grid_plot.py on the CPU: the grid's plan
 (which kernels it compiles) and the heat map of its JSON chunks (timing needs the H200)."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from tirx_kernels.basic._gemm_schedule import TileConfig, pick_config
+from tirx_kernels.core import testing
 
 SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return testing.load_script(SCRIPTS / f"{name}.py")
 
 
 @pytest.fixture(scope="module")

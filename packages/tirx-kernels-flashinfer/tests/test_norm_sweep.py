@@ -2,13 +2,13 @@
 # SPDX-FileCopyrightText: Copyright TIRx authors
 """scripts/norm_sweep.py on the CPU: its probe options (the timing itself needs the H200)."""
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tirx_kernels.core import testing
 from tirx_kernels.flashinfer import _norm_schedule
 
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "norm_sweep.py"
@@ -16,10 +16,7 @@ SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "norm_sweep.py"
 
 @pytest.fixture(scope="module")
 def sweep():
-    spec = importlib.util.spec_from_file_location("norm_sweep", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return testing.load_script(SCRIPT)
 
 
 def test_a_variant_is_a_name_and_make_keywords(sweep):

@@ -2,11 +2,11 @@
 # SPDX-FileCopyrightText: Copyright TIRx authors
 """The RoPE port's host dispatch on the CPU: which kernel a shape gets, its grid."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from tirx_kernels.core import testing
 from tirx_kernels.flashinfer import _rope_schedule as sched
 
 SWEEP = Path(__file__).resolve().parents[3] / "scripts" / "rope_sweep.py"
@@ -69,9 +69,7 @@ def test_rope_launcher_grids(monkeypatch):
 
 
 def test_the_sweep_script_finds_what_it_times():
-    spec = importlib.util.spec_from_file_location("rope_sweep", SWEEP)
-    sweep = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sweep)
+    sweep = testing.load_script(SWEEP)
     assert sweep.walk_threads(128, 40) == [160, 320]  # 320: the host's walk_shape
     assert sweep.walk_threads(64, 40) == [160]
     from tirx_kernels.flashinfer import _rope_tirx, rope

@@ -6,12 +6,13 @@ in the prepared layout; the conftest must route flashinfer.norm.rmsnorm to ours,
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+
+from tirx_kernels.core import testing
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "upstream_tests.py"
 
@@ -33,10 +34,7 @@ def test_norm(n):
 
 @pytest.fixture
 def script():
-    spec = importlib.util.spec_from_file_location("upstream_tests", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return testing.load_script(SCRIPT)
 
 
 @pytest.fixture

@@ -4,11 +4,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from tirx_kernels.core import testing
 from tirx_kernels.core.sm90.timeline import Span
 from tirx_kernels.flashmla._mla_decode_tirx import END, EVENTS, REQUEST, START, STEP, STORE
 
@@ -17,10 +17,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "mla_timeline.py"
 
 @pytest.fixture
 def script():
-    spec = importlib.util.spec_from_file_location("mla_timeline", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return testing.load_script(SCRIPT)
 
 
 def _request(cta, t0, steps_us):

@@ -55,6 +55,21 @@ def randn(
     return t.to(torch_dtype(dtype)).to(device)
 
 
+def load_script(path: Any, name: str | None = None) -> Any:
+    """The script at ``path`` (a family's ``scripts/*.py``, not an importable module) as a
+    module, for tests of its functions; ``name`` defaults to its stem."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(path)
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"load_script: {path} is not a Python script")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def skip_unless_gpu(meta: Mapping[str, Any]) -> None:
     """unittest.SkipTest unless the visible GPU is one of the kernel's archs."""
     from . import toolchain
