@@ -19,7 +19,6 @@ import argparse
 import json
 import statistics
 import sys
-from collections import defaultdict
 
 from tirx_kernels.core.sm90 import timeline
 
@@ -30,9 +29,7 @@ def breakdown(spans, names) -> dict:
     """Per-tile medians (µs) of a run's spans: each event's, ``waits_per_tile`` (a consumer
     tile's K-block waits summed), ``main_loop`` (a consumer tile less its epilogue) and
     :func:`~tirx_kernels.core.sm90.timeline.occupancy` over the consumers' tiles."""
-    by_name = defaultdict(list)
-    for span in spans:
-        by_name[names[span.event]].append(span)
+    by_name = timeline.by_event(spans, names)
     out = {name: statistics.median(s.us for s in group) for name, group in by_name.items()}
     tiles = [s for s in by_name["tile"] if s.group != PRODUCER]
     waits = [sum(w.us for w in inside) for _, inside in timeline.nested(tiles, by_name["wait"])]
@@ -72,7 +69,9 @@ def run_shape(M, N, K):
     tiles = -(-M // bm) * -(-N // bn)
     records = (-(-tiles // sms) + 2) * (4 + 2 * (K // 128))
     # int64 storage (torch's uint64 has few CUDA kernels), passed as the kernel's uint64
-    buffer = torch.zeros(timeline.buffer_words(sms, 3, records), dtype=torch.int64, device=a.device)
+    groups = 3  # warpgroups: the producer and the normal GEMM's two consumers
+    words = timeline.buffer_words(sms, groups, records)
+    buffer = torch.zeros(words, dtype=torch.int64, device=a.device)
     args = (a, b, sfa_rows(sfa), sfb.contiguous(), d, fp8_gemm.no_index(a.device))
     for _ in range(3):  # the last run's marks are read
         buffer.zero_()

@@ -20,7 +20,6 @@ import argparse
 import json
 import statistics
 import sys
-from collections import defaultdict
 
 from tirx_kernels.core.sm90 import timeline
 
@@ -29,9 +28,7 @@ def breakdown(spans, names) -> dict:
     """Per-phase medians (µs) of a run's spans (``core.sm90.timeline.Span``): each event's,
     plus ``first_step`` and ``later_steps`` (the block steps inside each request, split by
     order) and :func:`~tirx_kernels.core.sm90.timeline.occupancy` over the requests."""
-    by_name = defaultdict(list)
-    for span in spans:
-        by_name[names[span.event]].append(span)
+    by_name = timeline.by_event(spans, names)
     out = {name: statistics.median(s.us for s in group) for name, group in by_name.items()}
     requests = by_name["request"]
     first, later = [], []
@@ -48,23 +45,18 @@ def run_row(batch, s_k, heads, variant):
     import torch
 
     from tirx_kernels.core import toolchain
-    from tirx_kernels.flashmla import _mla_decode_tirx, _mla_decode_v5_tirx, decode
+    from tirx_kernels.flashmla import _mla_decode_tirx, decode
     from tirx_kernels.flashmla.kernels.flash_mla_decode import prepare_data
 
     q, k_cache, table, seqlens = prepare_data("bfloat16", heads, 1, batch, s_k, on_device=True)
     meta, splits = decode.get_mla_metadata(seqlens, heads, 1)
-    options = {
-        "v5": {},
-        "v6": {"table_ahead": True},
-        "v7": {"prefetch": True},
-        "v8": {"prefetch": True, "paired_stores": True},
-    }[variant]
-    kernel = _mla_decode_v5_tirx.make_decode("bfloat16", heads, 1, False, timeline=True, **options)
+    # the op's factory of the variant (v5's make_decode with its options), timeline on
+    kernel = decode.DECODE_FACTORIES[variant]("bfloat16", heads, 1, False, timeline=True)
     marked = toolchain.compile(kernel)
     _, combine = decode.compiled_kernels(variant, q, False)
     ctas = meta.shape[0] * -(-heads // _mla_decode_tirx.BM)
     # a CTA group's records: 8 per request, 2 per block step (at most one per block)
-    blocks = sum(-(-int(n) // 64) for n in seqlens.tolist())
+    blocks = sum(-(-int(n) // _mla_decode_tirx.PAGE) for n in seqlens.tolist())
     words = timeline.buffer_words(ctas, 2, records=8 * batch + 2 * blocks)
     # int64 storage (torch's uint64 has few CUDA kernels), passed as the kernel's uint64
     buffer = torch.zeros(words, dtype=torch.int64, device=q.device)
@@ -87,6 +79,7 @@ def run_row(batch, s_k, heads, variant):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", nargs="+", default=["128x1024", "64x8192", "16x1024"])
+    # the variants built by v5's make_decode, which has the timeline build
     parser.add_argument("--variant", default="v7", choices=["v5", "v6", "v7", "v8"])
     parser.add_argument("--heads", type=int, default=128, choices=[16, 32, 64, 128])
     parser.add_argument("--json", help="also write the results here")

@@ -172,17 +172,22 @@ def occupancy(spans: list[Span], units: list[Span]) -> dict[str, float]:
     }
 
 
+def by_event(spans: list[Span], names: dict[int, str]) -> dict[str, list[Span]]:
+    """The spans of each event, by its name in ``names`` (else its number)."""
+    grouped: dict[str, list[Span]] = defaultdict(list)
+    for span in spans:
+        grouped[names.get(span.event, str(span.event))].append(span)
+    return grouped
+
+
 def summarize(spans: list[Span], names: dict[int, str]) -> dict[str, dict]:
     """Per event name: count, total, median and max µs over all CTA groups."""
-    by_event: dict[str, list[float]] = defaultdict(list)
-    for span in spans:
-        by_event[names.get(span.event, str(span.event))].append(span.us)
     return {
         name: {
-            "count": len(us),
-            "total_us": sum(us),
-            "median_us": median(us),
-            "max_us": max(us),
+            "count": len(group),
+            "total_us": sum(s.us for s in group),
+            "median_us": median(s.us for s in group),
+            "max_us": max(s.us for s in group),
         }
-        for name, us in by_event.items()
+        for name, group in by_event(spans, names).items()
     }
