@@ -297,3 +297,45 @@ def test_run_bench_times_every_variant_beside_the_reference(variant, monkeypatch
     assert seen["funcs"] == sorted(["tirx", *others])
     assert seen["options"] == {"rounds": 2, "cooldown_s": 0.0}
     assert result["variant"] == (variant or DEFAULT_VARIANT)
+
+
+@pytest.mark.parametrize("mode", testing.OP_MODES)
+def test_a_mode_row_times_the_public_calls(mode, monkeypatch):
+    """A bench row with ``mode`` times public_calls at its batch through bench_calls (CPU: the
+    data stays on the CPU, so our call stops at the op's device check, which shows that it
+    is the public op with its checks)."""
+    seen = {}
+
+    def fake_bench_calls(calls, mode, **options):
+        seen.update(calls=calls, mode=mode, options=options)
+        return {"impls": {}}
+
+    real_prepare = contract.prepare_data
+    monkeypatch.setattr(
+        contract, "prepare_data", lambda *a, on_device=False, **k: real_prepare(*a, **k)
+    )
+    monkeypatch.setattr(torch.Tensor, "cuda", lambda self, *a, **k: self)
+    monkeypatch.setattr(contract, "bench_calls", fake_bench_calls)
+    row = next(c for c in contract.BENCH_CONFIGS if c["label"] == f"op_b1_{mode}")
+    contract.run_bench(**{k: v for k, v in row.items() if k != "label"}, rounds=7)
+    assert seen["mode"] == mode and seen["options"] == {"rounds": 7}
+    assert "tirx" in seen["calls"]
+    with pytest.raises(ValueError, match="q must be a CUDA tensor"):
+        seen["calls"]["tirx"]()
+
+
+def test_gpu_public_calls_give_the_reference():
+    """Each of public_calls (batch 3, s_k 1024: ours, FlashMLA's where installed) against
+    the fp32 reference: both time the same work."""
+    from tirx_kernels.core.testing import skip_unless_gpu
+
+    skip_unless_gpu(contract.KERNEL_META)
+    calls = contract.public_calls(3)
+    q, k_cache, table, seqlens = contract.prepare_data("bfloat16", 128, 1, 3, 1024, on_device=True)
+    want_out, want_lse = contract.reference(q, k_cache, table, seqlens)
+    for name, call in calls.items():
+        out, lse = call()
+        try:
+            contract.compare(out, lse, want_out, want_lse)
+        except AssertionError as e:
+            raise AssertionError(f"{name}: {e}") from e

@@ -42,7 +42,12 @@ import torch
 
 from tirx_kernels.core import toolchain
 from tirx_kernels.core.protocol import BENCH_OPTIONS
-from tirx_kernels.core.testing import assert_close, available, skip_unless_gpu
+from tirx_kernels.core.testing import (
+    assert_close,
+    available,
+    bench_calls,
+    skip_unless_gpu,
+)
 
 from .._mla_combine_tirx import make_combine, make_combine_warp_rows
 from .._mla_decode_schedule import COMBINES, selected_combine, selected_variant, variants_to_check
@@ -264,6 +269,10 @@ BENCH_CONFIGS = [
         "causal": causal,
     }
     for h_q, s_q, batch, s_k, causal in _BENCH_ROWS
+] + [  # what a user's call costs (public_calls' shape), eager and replayed from a CUDA graph
+    {"label": f"op_b{batch}_{mode}", "batch": batch, "mode": mode}
+    for batch in (1, 16)
+    for mode in ("eager", "graph")
 ]
 
 OUT_TOLS = {"atol": 8e-4, "rtol": 2.01 / 128}  # FlashMLA's tests/test_flash_mla_dense_decoding.py
@@ -451,6 +460,24 @@ def run_test(**config):
     return report
 
 
+def public_calls(batch):
+    """Our public op and FlashMLA's (``use_legacy=True``) on ``batch`` requests of 1024
+    tokens (bf16, h_q 128, s_q 1), each with its scheduler metadata made once, as a serving
+    step makes it once for all its layers."""
+    q, k_cache, table, seqlens = prepare_data("bfloat16", 128, 1, batch, 1024, on_device=True)
+    meta, splits = get_mla_metadata(seqlens, 128, 1)
+    args = (q, k_cache, table, seqlens, D_V)
+    calls = {"tirx": lambda: flash_mla_with_kvcache(*args, meta, splits)}
+    if available("flash_mla"):
+        import flash_mla
+
+        ref_meta, _ = flash_mla.get_mla_metadata()  # filled by the first call
+        calls["flash_mla"] = lambda: flash_mla.flash_mla_with_kvcache(
+            *args, ref_meta, None, use_legacy=True
+        )
+    return calls
+
+
 def run_bench(
     dtype="bfloat16", h_q=128, s_q=1, batch=64, s_k=4096, varlen=False, causal=False, **options
 ):
@@ -461,7 +488,11 @@ def run_bench(
     ``fa3``) where they are installed: one run compares them. ``result["kv_gbps"]`` is each
     one's KV-cache bytes (every request's tokens, read once) per second, in GB/s, the
     memory-bound rows' measure. The data is generated on the GPU (the big configs' caches
-    take seconds on a CPU)."""
+    take seconds on a CPU). With ``mode`` (eager | graph) it times :func:`public_calls`
+    instead (core.testing.bench_calls)."""
+    mode = options.pop("mode", "kernel")
+    if mode != "kernel":
+        return bench_calls(public_calls(batch), mode, **options)
     q, k_cache, table, seqlens = prepare_data(
         dtype, h_q, s_q, batch, s_k, varlen, causal, on_device=True
     )
