@@ -24,6 +24,8 @@ pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not f
         ("v7", "bfloat16", 128, 1, False),
         ("v7", "float16", 16, 2, True),
         ("v8", "bfloat16", 128, 1, False),
+        ("v9", "bfloat16", 128, 1, False),
+        ("v9", "float16", 16, 2, True),
     ],
 )
 def test_split_kv_kernel_assembles_without_spills_or_serialized_wgmmas(
@@ -88,6 +90,19 @@ def test_v8_stores_the_epilogue_in_column_pairs():
     assert (v8.count("OACC_ptr["), v8.count("OUT_ptr[")) == (64, 64)
     assert v8.count("st_vec_global_v2_f32((&(OACC_ptr[") == 64
     assert v8.count("st_global_b32((&(OUT_ptr[") == 64
+
+
+def test_v9_stages_the_epilogue_and_stores_it_by_bulk_copies():
+    """v9 (``staged_stores``) writes O into shared memory (64 pairs a thread: fp32 for a
+    split, the output dtype for an unsplit request), then one bulk copy a row to OACC or
+    OUT, and issues the next request's Q only once the copies have read the staging."""
+    func = decode.DECODE_FACTORIES["v9"]("bfloat16", 128, 1, False)
+    body = toolchain.cuda_source(toolchain.compile(func)).split("for (int it = 0", 1)[1]
+    assert body.count("st_vec_shared_v2_f32(") == 64 and body.count("st_shared_b32(") == 64
+    assert body.count("tirx_kernels_bulk_store(") == 2
+    assert (body.count("OACC_ptr["), body.count("OUT_ptr[")) == (1, 1)  # the copies' rows
+    read = body.index("bulk_wait_group_read_0()")
+    assert body.index("tirx_kernels_bulk_store(") < read < body.index("(&(Q_ptr[")
 
 
 def test_the_timeline_build_marks_each_phase_and_keeps_the_schedule():

@@ -234,6 +234,20 @@ def bulk_load(dst, src, nbytes, mbar):
     T.cuda.func_call("tirx_kernels_bulk_load", dst, src, nbytes, mbar, source)
 
 
+def bulk_store(dst, src, nbytes):
+    """A 1-D bulk copy of ``nbytes`` (a multiple of 16) from shared ``src`` (a 32-bit shared
+    address, 16-byte aligned) to global ``dst`` (a pointer, 16-byte aligned), in this
+    thread's bulk group: for whole rows staged in shared memory, no tensor map needed.
+    Completes asynchronously: ``bulk_commit`` then ``bulk_wait``/``bulk_wait_read``."""
+    source = (
+        "\n__forceinline__ __device__ void tirx_kernels_bulk_store(void* dst, unsigned src, "
+        "unsigned nbytes) {\n"
+        '  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" '
+        ':: "l"(dst), "r"(src), "r"(nbytes) : "memory");\n}\n'
+    )
+    T.cuda.func_call("tirx_kernels_bulk_store", dst, src, nbytes, source)
+
+
 @T.inline
 def store_acc(acc, out, row0, col0, n, rows, cols, check_rows, check_cols, packed):
     """Store a warpgroup's 64 x n f32 accumulator to ``out`` at (row0, col0), converted to

@@ -37,10 +37,11 @@ META_INTS = 8
 # (_mla_decode_v5_tirx, upstream's schedule: pages in pairs, one per warpgroup), "v6" (v5
 # with the block-table entries loaded a pair ahead, timed beside the default until it wins),
 # "v7" (v5 with the next request's Q and first pages issued before a request's epilogue),
-# "v8" (v7 whose epilogue stores column pairs: half the store instructions). The
+# "v8" (v7 whose epilogue stores column pairs: half the store instructions), "v9" (v7 whose
+# epilogue stages O in shared memory and stores each row by one bulk copy). The
 # environment variable overrides the default per process, e.g. TIRX_FLASHMLA_VARIANT=v1
 # falls back to the first kernel.
-VARIANTS = ("v1", "v2", "v4", "v5", "v6", "v7", "v8")
+VARIANTS = ("v1", "v2", "v4", "v5", "v6", "v7", "v8", "v9")
 DEFAULT_VARIANT = "v7"  # why: docs/mla_decode.md, "Status"
 VARIANT_ENV = "TIRX_FLASHMLA_VARIANT"
 

@@ -149,6 +149,7 @@ def split_kv_kernel(
     request_prefetch=None,
     timeline=False,
     paired_stores=False,
+    staging=None,
 ):
     """The split-KV decode PrimFunc ``name`` (``smem`` bytes of dynamic shared memory): what
     every variant shares -- the signature (batch, page count, table width, scheduler parts
@@ -166,7 +167,10 @@ def split_kv_kernel(
     hi, mt, base, tid, R, tiles)`` those loads of the next request (when it has blocks),
     issued after ``request_end`` and a CTA barrier, before the epilogue's stores. With
     ``timeline``, the profiling build ``name + "_timeline"``: one more argument, the uint64
-    buffer where thread 0 of each warpgroup marks the :data:`EVENTS`."""
+    buffer where thread 0 of each warpgroup marks the :data:`EVENTS`. ``staging``: the byte
+    offset in the arena of :data:`STAGING_BYTES` that the epilogue may reuse, to store
+    through shared memory by bulk copies (:func:`_store_staged`, before the next request's
+    loads), else each thread stores its registers directly (``paired_stores``: in pairs)."""
     request_start = request_start or cp_async_request_start
     causal = bool(causal) and s_q > 1
     R = s_q * h_q
@@ -239,9 +243,34 @@ def split_kv_kernel(
             request_end((tid, wg, lane, r0, c0), (m, lsum, corr, lim, acc_o), tiles)
             marks.end(END)
             marks.begin(STORE)
+            if T.constexpr(staging is not None):
+                T.cuda.cta_sync()  # every P V is done reading the pages the staging reuses
+                _store_staged(
+                    OACC,
+                    LACC,
+                    OUT,
+                    LSE,
+                    acc_o,
+                    m,
+                    lsum,
+                    req,
+                    split,
+                    mt,
+                    r0,
+                    c0,
+                    wg,
+                    lane,
+                    tid,
+                    R,
+                    TOT,
+                    NSPL[req + 1] - NSPL[req] == 1,
+                    base + T.uint32(staging),
+                )
             if T.constexpr(request_prefetch is not None):
-                # the next request's loads overlap this one's stores (shared memory is free)
-                T.cuda.cta_sync()
+                # the next request's loads overlap this one's stores (shared memory is free;
+                # a staged epilogue has already waited for its copies to read it)
+                if T.constexpr(staging is None):
+                    T.cuda.cta_sync()
                 if req < last_req:
                     n_seqlen, n_lo, n_hi, n_split = _request_blocks(
                         SEQ, META, NSPL, MAXB, part, req + 1, begin_req, end_req
@@ -252,27 +281,28 @@ def split_kv_kernel(
                         )
             # epilogue: O / l and lse of this (request, split), or of the request itself
             # when it has only this split (upstream's is_no_split: the combine skips it)
-            unsplit = NSPL[req + 1] - NSPL[req] == 1
-            _store_split(
-                OACC,
-                LACC,
-                acc_o,
-                m,
-                lsum,
-                split,
-                mt,
-                r0,
-                c0,
-                wg,
-                lane,
-                R,
-                TOT,
-                unsplit,
-                paired_stores,
-            )
-            _store_request(
-                OUT, LSE, acc_o, m, lsum, req, mt, r0, c0, wg, lane, R, unsplit, paired_stores
-            )
+            if T.constexpr(staging is None):
+                unsplit = NSPL[req + 1] - NSPL[req] == 1
+                _store_split(
+                    OACC,
+                    LACC,
+                    acc_o,
+                    m,
+                    lsum,
+                    split,
+                    mt,
+                    r0,
+                    c0,
+                    wg,
+                    lane,
+                    R,
+                    TOT,
+                    unsplit,
+                    paired_stores,
+                )
+                _store_request(
+                    OUT, LSE, acc_o, m, lsum, req, mt, r0, c0, wg, lane, R, unsplit, paired_stores
+                )
             marks.end(STORE)
             marks.end(REQUEST)
 
@@ -528,6 +558,92 @@ def _store_request(OUT, LSE, acc_o, m, lsum, req, mt, r0, c0, wg, lane, R, unspl
                         T.float32(math.inf),
                         m[h] * T.float32(LN2) + T.log(lsum[h]),
                     )
+
+
+# a staged row's stride in shared memory, padded by 8 elements: a warp's stores (8 rows of 4
+# threads) fall in distinct banks (upstream pads the fp32 rows the same way)
+ACC_ROW_BYTES = (D_V + 8) * 4
+OUT_ROW_BYTES = (D_V + 8) * 2
+STAGING_BYTES = BM * ACC_ROW_BYTES
+assert STAGING_BYTES <= STAGES * TILE_BYTES  # the two pages' bytes hold the staged rows
+
+
+@T.inline
+def _store_staged(
+    OACC,
+    LACC,
+    OUT,
+    LSE,
+    acc_o,
+    m,
+    lsum,
+    req,
+    split,
+    mt,
+    r0,
+    c0,
+    wg,
+    lane,
+    tid,
+    R,
+    TOT,
+    unsplit,
+    staging,
+):
+    """The epilogue of :func:`_store_split` and :func:`_store_request` through shared memory
+    (upstream's ``store_o``): each thread writes its O / l (fp32, or rounded to the output
+    dtype when ``unsplit``) into the 64 rows staged at shared address ``staging``, then
+    one thread per row copies its row to global memory as one bulk copy, and the CTA goes on
+    once the copies have read the staging (their writes drain meanwhile). The caller
+    ensures no wgmma still reads the staging's bytes (a CTA barrier after the last P V)."""
+    cvt = getattr(T.ptx.cvt.rn, _CVT[str(OUT.ty.dtype.dtype)]).f32
+    for h in T.unroll(2):
+        row = r0 + 8 * h
+        empty = lsum[h] == T.float32(0)
+        inv = T.if_then_else(empty, T.float32(0), T.float32(1) / lsum[h])
+        for j in T.unroll(32):
+            col = wg * 256 + 8 * j + c0
+            a = acc_o[4 * j + 2 * h] * inv
+            b = acc_o[4 * j + 2 * h + 1] * inv
+            if unsplit:
+                packed = T.alloc_local((1,), "uint32")
+                cvt(packed[0], b, a)
+                T.ptx["st.shared.b32"](
+                    staging + T.cast(row * OUT_ROW_BYTES + col * 2, "uint32"), packed[0]
+                )
+            else:
+                T.ptx["st.shared.v2.f32"](
+                    staging + T.cast(row * ACC_ROW_BYTES + col * 4, "uint32"), a, b
+                )
+        if wg == 0:
+            if lane % 4 == 0:
+                if mt * BM + row < R:
+                    lse = m[h] * T.float32(LN2) + T.log(lsum[h])
+                    if unsplit:
+                        LSE[req, mt * BM + row] = T.if_then_else(empty, T.float32(math.inf), lse)
+                    elif T.And(split >= 0, split < TOT):
+                        LACC[split, mt * BM + row] = T.if_then_else(
+                            empty, T.float32(-math.inf), lse
+                        )
+    T.ptx.fence.proxy.async_.shared__cta()  # generic-proxy writes -> the bulk copies' reads
+    T.cuda.cta_sync()
+    if tid < BM:
+        if mt * BM + tid < R:
+            if unsplit:
+                dsl.bulk_store(
+                    OUT.ptr_to([req, mt * BM + tid, 0]),
+                    staging + T.cast(tid * OUT_ROW_BYTES, "uint32"),
+                    D_V * 2,
+                )
+            elif T.And(split >= 0, split < TOT):
+                dsl.bulk_store(
+                    OACC.ptr_to([split, mt * BM + tid, 0]),
+                    staging + T.cast(tid * ACC_ROW_BYTES, "uint32"),
+                    D_V * 4,
+                )
+        dsl.bulk_commit()
+        dsl.bulk_wait_read(0)
+    T.cuda.cta_sync()  # the staging is free again
 
 
 def _swz(row, chunk):

@@ -83,6 +83,7 @@ def make_decode(
     table_ahead=False,
     prefetch=False,
     paired_stores=False,
+    staged_stores=False,
     timeline=False,
 ):
     """v5 split-KV decode PrimFunc for one (dtype, h_q, s_q, causal); the same signature and
@@ -93,6 +94,9 @@ def make_decode(
     instead of at the next request's start (upstream loads the next Q there).
     ``paired_stores`` (variant v8, with ``prefetch``): the epilogue stores column pairs, one
     8-byte (split) or 4-byte (output) store each, instead of one store per column.
+    ``staged_stores`` (variant v9, with ``prefetch``): the epilogue stages O in the two
+    pages' shared memory and stores it by one bulk copy per row (upstream's), and the next
+    request's loads follow once the copies have read it.
     ``timeline``: the profiling build (:func:`._mla_decode_tirx.split_kv_kernel`)."""
     check_static(dtype, h_q, s_q)
     cvt, mma_s, mma_o = wgmma_ops(dtype, PAGE)
@@ -336,6 +340,7 @@ def make_decode(
         request_prefetch=request_prefetch if prefetch else None,
         timeline=timeline,
         paired_stores=paired_stores,
+        staging=TILE_BYTES if staged_stores else None,  # the two pages, after Q
     )
 
 
