@@ -246,23 +246,11 @@ def split_kv_kernel(
             if T.constexpr(staging is not None):
                 T.cuda.cta_sync()  # every P V is done reading the pages the staging reuses
                 _store_staged(
-                    OACC,
-                    LACC,
-                    OUT,
-                    LSE,
-                    acc_o,
-                    m,
-                    lsum,
-                    req,
-                    split,
-                    mt,
-                    r0,
-                    c0,
-                    wg,
-                    lane,
-                    tid,
+                    (OACC, LACC, OUT, LSE),
+                    (m, lsum, acc_o),
+                    (tid, wg, lane, r0, c0),
+                    (req, split, mt, TOT),
                     R,
-                    TOT,
                     NSPL[req + 1] - NSPL[req] == 1,
                     base + T.uint32(staging),
                 )
@@ -569,33 +557,17 @@ assert STAGING_BYTES <= STAGES * TILE_BYTES  # the two pages' bytes hold the sta
 
 
 @T.inline
-def _store_staged(
-    OACC,
-    LACC,
-    OUT,
-    LSE,
-    acc_o,
-    m,
-    lsum,
-    req,
-    split,
-    mt,
-    r0,
-    c0,
-    wg,
-    lane,
-    tid,
-    R,
-    TOT,
-    unsplit,
-    staging,
-):
+def _store_staged(outputs, rows, thread, where, R, unsplit, staging):
     """The epilogue of :func:`_store_split` and :func:`_store_request` through shared memory
     (upstream's ``store_o``): each thread writes its O / l (fp32, or rounded to the output
     dtype when ``unsplit``) into the 64 rows staged at shared address ``staging``, then
     one thread per row copies its row to global memory as one bulk copy, and the CTA goes on
     once the copies have read the staging (their writes drain meanwhile). The caller
     ensures no wgmma still reads the staging's bytes (a CTA barrier after the last P V)."""
+    OACC, LACC, OUT, LSE = outputs
+    m, lsum, acc_o = rows
+    tid, wg, lane, r0, c0 = thread
+    req, split, mt, TOT = where
     cvt = getattr(T.ptx.cvt.rn, _CVT[str(OUT.ty.dtype.dtype)]).f32
     for h in T.unroll(2):
         row = r0 + 8 * h
