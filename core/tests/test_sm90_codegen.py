@@ -9,7 +9,7 @@ import pytest
 
 from tirx_kernels.core import toolchain
 from tirx_kernels.core.sm90.layouts import Swizzle
-from tirx_kernels.core.sm90.selftest import make_tile_kernel
+from tirx_kernels.core.sm90.selftest import make_row_copy_kernel, make_tile_kernel
 from tirx_kernels.core.sm90.wgmma import kmajor_descriptor_base
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
@@ -35,6 +35,17 @@ def test_tile_kernel_source(mode):
 )
 def test_tile_kernel_cubin(mode, n, k, dtype):
     assert len(toolchain.compile_cubin(make_tile_kernel(n, k, mode, dtype))) > 0
+
+
+@needs_nvcc
+def test_row_copy_kernel_bulk_stores_each_row():
+    kernel = make_row_copy_kernel(64, 520)
+    src = toolchain.cuda_source(toolchain.compile(kernel))
+    assert "cp.async.bulk.global.shared::cta.bulk_group" in src
+    assert "tirx_kernels_bulk_store((&(Y_ptr[(((int)threadIdx.x) * 520)]))" in src
+    assert len(toolchain.compile_cubin(kernel)) > 0
+    with pytest.raises(ValueError, match="multiple of 4"):
+        make_row_copy_kernel(8, 6)
 
 
 @needs_nvcc

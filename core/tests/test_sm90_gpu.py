@@ -43,6 +43,24 @@ def _child(code, timeout=300):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+ROW_COPY = """
+import json, torch
+from tirx_kernels.core import toolchain
+from tirx_kernels.core.sm90.selftest import make_row_copy_kernel
+rows, cols = {rows}, {cols}
+ex = toolchain.compile(make_row_copy_kernel(rows, cols))
+x = torch.randn(rows, cols, device="cuda")
+y = torch.full_like(x, float("nan"))
+ex(x, y)
+print(json.dumps({{"equal": bool(torch.equal(x, y))}}))
+"""
+
+
+@pytest.mark.parametrize("rows, cols", [(64, 520), (128, 512), (1, 4), (37, 100)])
+def test_row_copy_by_bulk_stores(rows, cols):
+    assert _child(ROW_COPY.format(rows=rows, cols=cols))["equal"]
+
+
 @pytest.mark.parametrize("mode", ["B128", "B64", "B32", "NONE"])
 @pytest.mark.parametrize("n, k, dtype", [(128, 64, "bfloat16"), (256, 128, "float16")])
 def test_tile_kernel(mode, n, k, dtype):

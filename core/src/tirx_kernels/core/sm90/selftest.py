@@ -8,6 +8,10 @@ operands in the ``mode`` tile format (one box per atom), an mbarrier ``Ring`` of
 ``k / 16`` wgmma steps with descriptors from :mod:`.wgmma`, and the ``store_acc`` epilogue.
 A wrong swizzle, descriptor stride or fragment mapping shows as a wrong result (or an
 illegal address: run it in a child process).
+
+``make_row_copy_kernel(rows, cols)``: one CTA stages ``X[rows, cols]`` (fp32) in shared
+memory, rows padded by 4 words, and writes each row to ``Y`` with one ``dsl.bulk_store``;
+``Y == X`` checks the bulk copy's addresses and its wait.
 """
 
 from __future__ import annotations
@@ -75,3 +79,34 @@ def make_tile_kernel(
         dsl.store_acc(acc, C, 0, 0, n, 64, n, False, False, packed)
 
     return tile_gemm
+
+
+def make_row_copy_kernel(rows: int = 64, cols: int = 520):
+    if not (0 < rows <= 128 and cols > 0 and cols % 4 == 0):
+        raise ValueError(f"rows in 1..128 and cols a positive multiple of 4, got {rows}, {cols}")
+    stride = cols + 4  # words: keeps each row 16-byte aligned, as a bulk copy needs
+    n = rows * cols
+
+    @T.function
+    def row_copy(
+        X: T.Tensor((rows, cols), "float32", align=16),  # type: ignore[valid-type]
+        Y: T.Tensor((rows, cols), "float32", align=16),  # type: ignore[valid-type]
+    ):
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=1, block=128, dynamic_smem_bytes=rows * stride * 4)
+        )
+        tid = T.cuda.thread_idx("x")
+        arena = T.alloc_shared((rows * stride,), "float32", scope="shared.dyn", align=128)
+        for i in T.serial((n + 127) // 128):
+            idx = i * 128 + tid
+            if idx < n:
+                arena[idx // cols * stride + idx % cols] = X[idx // cols, idx % cols]
+        T.ptx.fence.proxy.async_.shared__cta()  # generic-proxy writes -> the copies' reads
+        T.cuda.cta_sync()
+        if tid < rows:
+            src = dsl.smem_addr(arena) + T.cast(tid * stride * 4, "uint32")
+            dsl.bulk_store(Y.ptr_to([tid, 0]), src, cols * 4)
+            dsl.bulk_commit()
+            dsl.bulk_wait(0)
+
+    return row_copy
