@@ -134,6 +134,7 @@ def test_a_loaded_kernel_runs_as_the_compiled_one(tmp_path, monkeypatch):
         executable(a, b)
         assert torch.equal(a, b)
     assert "__global__" in toolchain.cuda_source(loaded)
+    assert len(list(tmp_path.glob("*.cubin"))) == 1  # the load-time compile went through it
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
@@ -153,7 +154,12 @@ def test_a_prebuild_on_the_cpu_is_the_entry_a_gpu_compile_loads(tmp_path, monkey
     )
     library = path.read_bytes()
     assert len(library) == size and library[:4] == b"\x7fELF"
-    assert b"sm_90a" in library  # the embedded cubin's arch
+    # the library carries CUDA source, compiled at load: its cubin is an entry of its own
+    ((source, config),) = toolchain._device_sources(toolchain.compile(_copy_kernel(96)))
+    assert "__global__" in source and source.encode() in library
+    (cubin,) = tmp_path.glob("*.cubin")
+    assert cubin == kernel_cache.binary_entry(tmp_path, source, config)
+    assert cubin.read_bytes()[:4] == b"\x7fELF" and "sm_90a" in config
     stamp = path.stat().st_mtime_ns
     assert toolchain.prebuild(_copy_kernel(96)) == size and path.stat().st_mtime_ns == stamp
 
@@ -205,3 +211,37 @@ def test_a_cpu_test_run_fills_a_set_cache_folder(tmp_path, monkeypatch):
     result = defaults.tirx_kernels_run_test(kernel=kernel, module=module, config={})
     assert len(list(tmp_path.glob("*.so"))) == 2
     assert f"libraries in {tmp_path}" in result["detail"] and not result["launched"]
+
+
+def test_a_load_time_device_compile_is_cached_as_a_cubin(tmp_path, monkeypatch):
+    """The CUDA runtime compiles a library's source at each load through the global
+    ``tvm_callback_cuda_compile``; with a cache folder, it compiles once and stores the
+    cubin, then returns the stored one (a prebuilt entry too); other formats and runs
+    without the folder are passed through."""
+    compiled = []
+
+    def stand_in_compile(source, config):  # NVRTC needs a GPU machine's cuda-bindings
+        compiled.append(source)
+        return [bytearray(b"\x7fELF" + source.encode()), "ptx" if "ptx" in source else "cubin"]
+
+    monkeypatch.setattr(toolchain, "_compile_device_code", stand_in_compile)
+    device_compile = toolchain.tvm_ffi.get_global_func("tvm_callback_cuda_compile")
+    config = '{"cuda": {"arch": "sm_90a", "compiler": "nvrtc"}}'
+
+    monkeypatch.delenv(kernel_cache.ENV, raising=False)
+    assert bytes(device_compile("k1", config)[0]) == b"\x7fELFk1" and compiled == ["k1"]
+    monkeypatch.setenv(kernel_cache.ENV, str(tmp_path))
+    for _ in range(2):
+        binary, fmt = device_compile("k1", config)
+        assert (bytes(binary), fmt) == (b"\x7fELFk1", "cubin")
+    assert compiled == ["k1", "k1"]  # once without the folder, once to fill it
+    reordered = '{"cuda": {"compiler": "nvrtc", "arch": "sm_90a"}}'
+    assert kernel_cache.binary_entry(tmp_path, "k1", reordered).is_file()
+    assert kernel_cache.binary_entry(tmp_path, "k2", config) != (
+        kernel_cache.binary_entry(tmp_path, "k1", config)
+    )
+    device_compile("ptx k3", config)
+    device_compile("ptx k3", config)
+    assert compiled[2:] == ["ptx k3", "ptx k3"]  # only cubins are kept
+    kernel_cache.binary_entry(tmp_path, "k4", config).write_bytes(b"prebuilt")
+    assert bytes(device_compile("k4", config)[0]) == b"prebuilt" and "k4" not in compiled

@@ -11,6 +11,11 @@ versions), and a later compile of the same kernel, in any process, loads it inst
 machine without a GPU can write entries for one that has
 (:func:`tirx_kernels.core.toolchain.prebuild`).
 
+Such a library holds the kernel's CUDA source: TIRx compiles it (NVRTC, about 10 s for a
+large kernel) each time a process loads it. So the device binary is cached too, as a
+``.cubin`` named by a hash of the source and its compiler settings, which the toolchain's
+device-compile callback returns instead of compiling.
+
 An entry is written under a temporary name and renamed into place, so no process reads half
 of one; an entry that does not load is a miss: the kernel is compiled again and replaces it.
 This module knows files and names only; the toolchain exports and loads the libraries.
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import subprocess
 import tempfile
@@ -86,6 +92,17 @@ def entry(where: Path, script: str, arch: str, tirx_version: str) -> Path:
     return where / f"{digest.hexdigest()[:40]}.so"
 
 
+def binary_entry(where: Path, source: str, config: str) -> Path:
+    """The device binary (cubin) of one CUDA source compiled with ``config`` (TIRx's
+    backend-config JSON; compared after parsing, so key order does not matter)."""
+    settings = json.dumps(json.loads(config or "{}"), sort_keys=True)
+    digest = hashlib.sha256()
+    for part in (nvcc_version(), settings, source):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return where / f"{digest.hexdigest()[:40]}.cubin"
+
+
 def load(path: Path, read: Callable[[str], Any]) -> Any | None:
     """``read(path)``, or None when there is no entry or it does not load (a warning says
     why: a library of another machine, a truncated file)."""
@@ -104,7 +121,9 @@ def store(path: Path, write: Callable[[str], Any], strict: bool = False) -> None
     raises if ``strict`` (a prebuild: the library is the product)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp.so", dir=path.parent)
+        handle, tmp = tempfile.mkstemp(
+            prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent
+        )
         os.close(handle)
     except OSError as err:
         if strict:
@@ -121,3 +140,8 @@ def store(path: Path, write: Callable[[str], Any], strict: bool = False) -> None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def store_bytes(path: Path, data: bytes, strict: bool = False) -> None:
+    """:func:`store` of a file whose content is ``data`` (a device binary)."""
+    store(path, lambda file: Path(file).write_bytes(data), strict)

@@ -12,12 +12,15 @@ Importing this module imports the compiler (2-6 s): never import it on the listi
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import tvm_ffi
 import tvm_tirx
+import tvm_tirx.support.nvcc  # noqa: F401  (registers the device compile wrapped below)
 from tvm_tirx.codegen.executable import Executable
 from tvm_tirx.script import tirx as T  # noqa: F401  (re-exported DSL)
 from tvm_tirx.target import Target
@@ -76,6 +79,31 @@ def compile(func, arch: str = "sm_90a"):  # noqa: A001 - mirrors tvm_tirx.tirx.c
     return executable
 
 
+# TIRx compiles a library's CUDA source when a process loads it, through this callback
+# (tvm_tirx.support.nvcc registers it; the CUDA runtime looks it up by name at each load)
+_DEVICE_COMPILE = "tvm_callback_cuda_compile"
+_compile_device_code = tvm_ffi.get_global_func(_DEVICE_COMPILE)
+
+
+def _compile_device_code_cached(source: str, config: str) -> list:
+    """TIRx's device compile through the kernel cache's ``.cubin`` entries: an entry is
+    returned as the cubin it is, a miss compiles and stores one."""
+    where = kernel_cache.folder()
+    if where is None:
+        return _compile_device_code(source, config)
+    path = kernel_cache.binary_entry(where, source, config)
+    binary = kernel_cache.load(path, lambda file: Path(file).read_bytes())
+    if binary is not None:
+        return [bytearray(binary), "cubin"]
+    binary, fmt = _compile_device_code(source, config)
+    if fmt == "cubin":
+        kernel_cache.store_bytes(path, bytes(binary))
+    return [binary, fmt]
+
+
+tvm_ffi.register_global_func(_DEVICE_COMPILE, _compile_device_code_cached, override=True)
+
+
 def _load_library(path: str) -> Executable:
     executable = Executable(tvm_ffi.load_module(path))
     executable.jit()  # raises here, not at the first launch, when it cannot run
@@ -132,9 +160,10 @@ def walk(node: Any, callback: Callable, order: str = "post") -> None:
 
 def prebuild(func, arch: str = "sm_90a") -> int:
     """Build ``func``'s library for ``arch`` into the ``TIRX_KERNELS_CACHE_DIR`` entry a GPU
-    machine's :func:`compile` of it loads (same TIRx and nvcc), without needing a GPU: nvcc
-    assembles the device code as the library is written. An existing entry is kept.
-    Returns the entry's size in bytes; raises as :func:`compile_cubin` does on a bad kernel.
+    machine's :func:`compile` of it loads (same TIRx and nvcc), without needing a GPU. The
+    library holds the kernel's CUDA source, which a load compiles: nvcc compiles it here
+    into the ``.cubin`` entry that load then uses. Existing entries are kept.
+    Returns the library's size in bytes; raises as :func:`compile_cubin` does on a bad kernel.
 
     This is how device time skips compiles: fill the folder on a CPU machine (``tirx-run
     test`` does, for each config's kernels, when the variable is set there) and carry it.
@@ -143,11 +172,37 @@ def prebuild(func, arch: str = "sm_90a") -> int:
     if where is None:
         raise ValueError(f"prebuild needs {kernel_cache.ENV} to name the cache folder")
     path = kernel_cache.entry(where, func.script(), arch, tirx_version())
+    executable = tvm_tirx.tirx.compile(func, target=target(arch))
     if not path.is_file():
-        executable = tvm_tirx.tirx.compile(func, target=target(arch))
         kernel_cache.store(path, executable.export_library, strict=True)
         kernel_cache.stamp(where, tirx_version())
+    for source, config in _device_sources(executable):
+        binary = kernel_cache.binary_entry(where, source, config)
+        if not binary.is_file():
+            kernel_cache.store_bytes(binary, _nvcc_cubin(source, config), strict=True)
     return path.stat().st_size
+
+
+def _device_sources(executable) -> list[tuple[str, str]]:
+    """(CUDA source, backend-config JSON) of each device module a load compiles."""
+    found = []
+    for module in executable.mod.imports:
+        if module.kind == "cuda":
+            code, fmt, _names = module["__tvm_cuda_binary"]()
+            if fmt == "cuda":
+                found.append((bytes(code).decode(), module.inspect_source("backend_config")))
+    return found
+
+
+def _nvcc_cubin(source: str, config: str) -> bytes:
+    """``source`` compiled by nvcc with ``config``'s arch and options into a cubin (the
+    format the load-time compile returns; NVRTC is not needed here)."""
+    from tvm_tirx.backend.cuda.compiler import compile_source
+
+    settings = json.loads(config or "{}")
+    cuda = {**settings.get("cuda", {}), "compiler": "nvcc", "target_format": "cubin"}
+    result = compile_source(source, {**settings, "cuda": cuda})
+    return result.binary
 
 
 def check_kernel_cache() -> str:
