@@ -42,7 +42,7 @@ META_INTS = 8
 # environment variable overrides the default per process, e.g. TIRX_FLASHMLA_VARIANT=v1
 # falls back to the first kernel.
 VARIANTS = ("v1", "v2", "v4", "v5", "v6", "v7", "v8", "v9")
-DEFAULT_VARIANT = "v7"  # why: docs/mla_decode.md, "Status"
+DEFAULT_VARIANT = "v9"  # why: docs/mla_decode.md, "Status"
 VARIANT_ENV = "TIRX_FLASHMLA_VARIANT"
 
 
