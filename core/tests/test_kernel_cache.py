@@ -138,6 +138,7 @@ def test_a_loaded_kernel_runs_as_the_compiled_one(tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+@pytest.mark.skipif(toolchain.gpu_arch() is not None, reason="a GPU machine's build compiles")
 def test_a_prebuild_on_the_cpu_is_the_entry_a_gpu_compile_loads(tmp_path, monkeypatch):
     """Without a GPU, ``prebuild`` writes the kernel's library (its device code assembled
     by nvcc) under the name a GPU machine's ``compile`` looks up, which then loads it
@@ -216,8 +217,9 @@ def test_a_cpu_test_run_fills_a_set_cache_folder(tmp_path, monkeypatch):
 def test_a_load_time_device_compile_is_cached_as_a_cubin(tmp_path, monkeypatch):
     """The CUDA runtime compiles a library's source at each load through the global
     ``tvm_callback_cuda_compile``; with a cache folder, it compiles once and stores the
-    cubin, then returns the stored one (a prebuilt entry too); other formats and runs
-    without the folder are passed through."""
+    cubin, then returns the stored one (a prebuilt entry too); other formats, runs without
+    the folder and machines without a GPU are passed through. (On an H100, 2026-12-07, the
+    GPU test above saw a load store its cubin through it.)"""
     compiled = []
 
     def stand_in_compile(source, config):  # NVRTC needs a GPU machine's cuda-bindings
@@ -225,6 +227,7 @@ def test_a_load_time_device_compile_is_cached_as_a_cubin(tmp_path, monkeypatch):
         return [bytearray(b"\x7fELF" + source.encode()), "ptx" if "ptx" in source else "cubin"]
 
     monkeypatch.setattr(toolchain, "_compile_device_code", stand_in_compile)
+    monkeypatch.setattr(toolchain, "gpu_arch", lambda: "sm_90a")  # loads happen on GPUs
     device_compile = toolchain.tvm_ffi.get_global_func("tvm_callback_cuda_compile")
     config = '{"cuda": {"arch": "sm_90a", "compiler": "nvrtc"}}'
 
@@ -245,3 +248,6 @@ def test_a_load_time_device_compile_is_cached_as_a_cubin(tmp_path, monkeypatch):
     assert compiled[2:] == ["ptx k3", "ptx k3"]  # only cubins are kept
     kernel_cache.binary_entry(tmp_path, "k4", config).write_bytes(b"prebuilt")
     assert bytes(device_compile("k4", config)[0]) == b"prebuilt" and "k4" not in compiled
+    monkeypatch.setattr(toolchain, "gpu_arch", lambda: None)  # a CPU machine keeps nothing
+    device_compile("k5", config)
+    assert compiled[-1] == "k5" and not kernel_cache.binary_entry(tmp_path, "k5", config).exists()

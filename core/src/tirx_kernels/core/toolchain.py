@@ -87,9 +87,10 @@ _compile_device_code = tvm_ffi.get_global_func(_DEVICE_COMPILE)
 
 def _compile_device_code_cached(source: str, config: str) -> list:
     """TIRx's device compile through the kernel cache's ``.cubin`` entries: an entry is
-    returned as the cubin it is, a miss compiles and stores one."""
+    returned as the cubin it is, a miss compiles and stores one (on a GPU machine: a build
+    there compiles its device code at once, a load of a library holding source when loaded)."""
     where = kernel_cache.folder()
-    if where is None:
+    if where is None or gpu_arch() is None:
         return _compile_device_code(source, config)
     path = kernel_cache.binary_entry(where, source, config)
     binary = kernel_cache.load(path, lambda file: Path(file).read_bytes())
