@@ -20,10 +20,8 @@ pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not f
         ("v4", "bfloat16", 128, 1, False),
         ("v5", "bfloat16", 128, 1, False),
         ("v5", "float16", 16, 2, True),
-        ("v6", "bfloat16", 128, 1, False),
         ("v7", "bfloat16", 128, 1, False),
         ("v7", "float16", 16, 2, True),
-        ("v8", "bfloat16", 128, 1, False),
         ("v9", "bfloat16", 128, 1, False),
         ("v9", "float16", 16, 2, True),
     ],
@@ -35,19 +33,6 @@ def test_split_kv_kernel_assembles_without_spills_or_serialized_wgmmas(
     _, registers, spilled, serialized = toolchain.ptxas_report(func)
     assert (spilled, serialized) == (0, False)
     assert registers <= 255
-
-
-def test_v6_reads_the_block_table_before_the_warpgroups_handoffs():
-    """v6 (``table_ahead``) loads a step's block-table entries at its top, a pair ahead;
-    v5 reads each where it is used, on the chain between the warpgroups' named barriers."""
-
-    def table_reads_after_first_handoff(variant):
-        func = decode.DECODE_FACTORIES[variant]("bfloat16", 128, 1, False)
-        body = toolchain.cuda_source(toolchain.compile(func)).split("for (int it = 0", 1)[1]
-        return body[body.index("bar_sync") :].count("BT_ptr[")
-
-    assert table_reads_after_first_handoff("v6") == 0
-    assert table_reads_after_first_handoff("v5") > 0
 
 
 def test_v7_issues_the_next_requests_loads_before_the_epilogue_stores():
@@ -77,27 +62,19 @@ def test_the_warp_combine_gives_each_row_a_warp_of_16_byte_loads(dtype, h_q, s_q
     assert "warp_reduce_max_32(" in source and "warp_reduce_sum_32(" in source
 
 
-def test_v8_stores_the_epilogue_in_column_pairs():
-    """v8 (``paired_stores``) writes a split's fp32 O as 8-byte pairs and an unsplit
-    request's output as 4-byte bf16 pairs: 64 stores a thread each, where v7 issues 128."""
+def test_v9_stages_the_epilogue_and_stores_it_by_bulk_copies():
+    """v9 (``staged_stores``) writes O into shared memory (64 pairs a thread: fp32 for a
+    split, the output dtype for an unsplit request), then one bulk copy a row to OACC or
+    OUT, and issues the next request's Q only once the copies have read the staging; v7
+    stores each of a thread's 128 elements to OACC or OUT itself."""
 
     def epilogue(variant):
         func = decode.DECODE_FACTORIES[variant]("bfloat16", 128, 1, False)
         return toolchain.cuda_source(toolchain.compile(func)).split("for (int it = 0", 1)[1]
 
-    v7, v8 = epilogue("v7"), epilogue("v8")
+    v7 = epilogue("v7")
     assert (v7.count("OACC_ptr["), v7.count("OUT_ptr[")) == (128, 128)
-    assert (v8.count("OACC_ptr["), v8.count("OUT_ptr[")) == (64, 64)
-    assert v8.count("st_vec_global_v2_f32((&(OACC_ptr[") == 64
-    assert v8.count("st_global_b32((&(OUT_ptr[") == 64
-
-
-def test_v9_stages_the_epilogue_and_stores_it_by_bulk_copies():
-    """v9 (``staged_stores``) writes O into shared memory (64 pairs a thread: fp32 for a
-    split, the output dtype for an unsplit request), then one bulk copy a row to OACC or
-    OUT, and issues the next request's Q only once the copies have read the staging."""
-    func = decode.DECODE_FACTORIES["v9"]("bfloat16", 128, 1, False)
-    body = toolchain.cuda_source(toolchain.compile(func)).split("for (int it = 0", 1)[1]
+    body = epilogue("v9")
     assert body.count("st_vec_shared_v2_f32(") == 64 and body.count("st_shared_b32(") == 64
     assert body.count("tirx_kernels_bulk_store(") == 2
     assert (body.count("OACC_ptr["), body.count("OUT_ptr[")) == (1, 1)  # the copies' rows

@@ -148,7 +148,6 @@ def split_kv_kernel(
     blocks_per_step=1,
     request_prefetch=None,
     timeline=False,
-    paired_stores=False,
     staging=None,
 ):
     """The split-KV decode PrimFunc ``name`` (``smem`` bytes of dynamic shared memory): what
@@ -170,7 +169,7 @@ def split_kv_kernel(
     buffer where thread 0 of each warpgroup marks the :data:`EVENTS`. ``staging``: the byte
     offset in the arena of :data:`STAGING_BYTES` that the epilogue may reuse, to store
     through shared memory by bulk copies (:func:`_store_staged`, before the next request's
-    loads), else each thread stores its registers directly (``paired_stores``: in pairs)."""
+    loads), else each thread stores its registers directly."""
     request_start = request_start or cp_async_request_start
     causal = bool(causal) and s_q > 1
     R = s_q * h_q
@@ -286,11 +285,8 @@ def split_kv_kernel(
                     R,
                     TOT,
                     unsplit,
-                    paired_stores,
                 )
-                _store_request(
-                    OUT, LSE, acc_o, m, lsum, req, mt, r0, c0, wg, lane, R, unsplit, paired_stores
-                )
+                _store_request(OUT, LSE, acc_o, m, lsum, req, mt, r0, c0, wg, lane, R, unsplit)
             marks.end(STORE)
             marks.end(REQUEST)
 
@@ -488,26 +484,18 @@ def _softmax_step(acc_s, tokens, m, lsum, corr, h, mx):
 
 
 @T.inline
-def _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT, unsplit, paired):
+def _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT, unsplit):
     """O / l of this thread's rows (its warpgroup's 256 columns) and their lse (natural log)
     into ``OACC[split]`` / ``LACC[split]`` unless the request is ``unsplit``; rows past R and
-    splits outside the accumulators are not stored (a device-side guard). ``paired``: a
-    column pair per 8-byte store, else a 4-byte store per column."""
+    splits outside the accumulators are not stored (a device-side guard)."""
     for h in T.unroll(2):
         row = mt * BM + r0 + 8 * h
         if T.And(T.And(row < R, T.Not(unsplit)), T.And(split >= 0, split < TOT)):
             empty = lsum[h] == T.float32(0)
             inv = T.if_then_else(empty, T.float32(0), T.float32(1) / lsum[h])
             for j in T.unroll(32):
-                if T.constexpr(paired):
-                    T.ptx["st.global.v2.f32"](
-                        OACC.ptr_to([split, row, wg * 256 + 8 * j + c0]),
-                        acc_o[4 * j + 2 * h] * inv,
-                        acc_o[4 * j + 2 * h + 1] * inv,
-                    )
-                else:
-                    for e in T.unroll(2):
-                        OACC[split, row, wg * 256 + 8 * j + c0 + e] = acc_o[4 * j + 2 * h + e] * inv
+                for e in T.unroll(2):
+                    OACC[split, row, wg * 256 + 8 * j + c0 + e] = acc_o[4 * j + 2 * h + e] * inv
             if wg == 0:
                 if lane % 4 == 0:
                     LACC[split, row] = T.if_then_else(
@@ -518,27 +506,20 @@ def _store_split(OACC, LACC, acc_o, m, lsum, split, mt, r0, c0, wg, lane, R, TOT
 
 
 @T.inline
-def _store_request(OUT, LSE, acc_o, m, lsum, req, mt, r0, c0, wg, lane, R, unsplit, paired):
+def _store_request(OUT, LSE, acc_o, m, lsum, req, mt, r0, c0, wg, lane, R, unsplit):
     """For an ``unsplit`` request, what the combine makes of one split, written here: O / l
     rounded once to the output dtype and lse (natural log); a row with nothing to attend
-    gets 0 and +inf, as from the combine. ``paired``: a column pair per 4-byte store, else
-    a 2-byte store per column."""
-    cvt = getattr(T.ptx.cvt.rn, _CVT[str(OUT.ty.dtype.dtype)]).f32
+    gets 0 and +inf, as from the combine."""
     for h in T.unroll(2):
         row = mt * BM + r0 + 8 * h
         if T.And(row < R, unsplit):
             empty = lsum[h] == T.float32(0)
             inv = T.if_then_else(empty, T.float32(0), T.float32(1) / lsum[h])
             for j in T.unroll(32):
-                if T.constexpr(paired):
-                    packed = T.alloc_local((1,), "uint32")
-                    cvt(packed[0], acc_o[4 * j + 2 * h + 1] * inv, acc_o[4 * j + 2 * h] * inv)
-                    T.ptx["st.global.b32"](OUT.ptr_to([req, row, wg * 256 + 8 * j + c0]), packed[0])
-                else:
-                    for e in T.unroll(2):
-                        OUT[req, row, wg * 256 + 8 * j + c0 + e] = T.cast(
-                            acc_o[4 * j + 2 * h + e] * inv, OUT.dtype
-                        )
+                for e in T.unroll(2):
+                    OUT[req, row, wg * 256 + 8 * j + c0 + e] = T.cast(
+                        acc_o[4 * j + 2 * h + e] * inv, OUT.dtype
+                    )
             if wg == 0:
                 if lane % 4 == 0:
                     LSE[req, row] = T.if_then_else(

@@ -80,20 +80,14 @@ def make_decode(
     h_q=128,
     s_q=1,
     causal=False,
-    table_ahead=False,
     prefetch=False,
-    paired_stores=False,
     staged_stores=False,
     timeline=False,
 ):
     """v5 split-KV decode PrimFunc for one (dtype, h_q, s_q, causal); the same signature and
-    outputs as :func:`._mla_decode_tirx.make_decode`. ``table_ahead`` (variant v6): the next
-    pair's block-table entries are loaded a pair ahead, at the top of a step, instead of
-    each where it is used, on the chain between the warpgroups. ``prefetch`` (variant v7):
+    outputs as :func:`._mla_decode_tirx.make_decode`. ``prefetch`` (variant v7):
     the next request's Q and first two pages are issued before a request's epilogue stores
     instead of at the next request's start (upstream loads the next Q there).
-    ``paired_stores`` (variant v8, with ``prefetch``): the epilogue stores column pairs, one
-    8-byte (split) or 4-byte (output) store each, instead of one store per column.
     ``staged_stores`` (variant v9, with ``prefetch``): the epilogue stages O in the two
     pages' shared memory and stores it by one bulk copy per row (upstream's), and the next
     request's loads follow once the copies have read it.
@@ -114,11 +108,10 @@ def make_decode(
         rq8 = T.alloc_local((PAGE // 4,), "uint32")
         pages = TmaPages(arena, dtype, TILES)  # an expression: no new scope
         pages.init(T.cuda.thread_idx("x"))
-        ents = _step_entries(table_ahead)
         loaded = _loaded_flag(prefetch)
         if T.constexpr(prefetch):
             loaded[0] = 0
-        return base, acc_o, (arena, xch, rowmax, scales, acc_s, pa, rq8, pages, ents, loaded)
+        return base, acc_o, (arena, xch, rowmax, scales, acc_s, pa, rq8, pages, loaded)
 
     def page_scores(stage, base, rq8, acc_s, pages, order, fresh=True):
         """``acc_s`` (= if ``fresh``, else +=) S of the page in ``stage`` (64 x 64, 4 k16
@@ -135,42 +128,39 @@ def make_decode(
             dsl.wgmma_commit()
 
     @T.inline
-    def request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, pages, ents):
+    def request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, pages):
         """Pages ``lo`` and ``lo + 1`` by TMA (issued first: their loads overlap Q's), then Q
         by cp.async (one group)."""
         if tid == 0:
-            pages.issue(KC, BT, NT, req, lo, 0, LEFT + RIGHT, _entry(ents, 0))
+            pages.issue(KC, BT, NT, req, lo, 0, LEFT + RIGHT)
             if lo + 1 < hi:
-                pages.issue(KC, BT, NT, req, lo + 1, 1, RIGHT + LEFT, _entry(ents, 1))
+                pages.issue(KC, BT, NT, req, lo + 1, 1, RIGHT + LEFT)
         _load_q(Q, req, mt, base, tid, R)
         T.ptx.cp.async_.commit_group()
 
     @T.inline
     def request_prefetch(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, tiles):
         """(v7) The next request's loads, issued while this one's epilogue stores."""
-        arena, xch, rowmax, scales, acc_s, pa, rq8, pages, ents, loaded = tiles
-        request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, pages, None)
+        arena, xch, rowmax, scales, acc_s, pa, rq8, pages, loaded = tiles
+        request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, pages)
         loaded[0] = 1
 
     @T.inline
     def request_start(Q, KC, BT, NT, req, lo, hi, mt, seqlen, base, tid, R, tiles):
         """Q (cp.async; its tile 8 into registers), pages ``lo`` and ``lo + 1`` by TMA, and
         the S of each in its warpgroup."""
-        arena, xch, rowmax, scales, acc_s, pa, rq8, pages, ents, loaded = tiles
+        arena, xch, rowmax, scales, acc_s, pa, rq8, pages, loaded = tiles
         wg = tid // 128
         lane = tid % 32
         r0 = 16 * ((tid % 128) // 32) + lane // 4
         if tid < BM:
             rowmax[tid] = T.float32(M_INIT)
-        if T.constexpr(table_ahead):
-            ents[0] = BT[req, lo]
-            ents[1] = BT[req, T.min(lo + 1, hi - 1)]
         if T.constexpr(prefetch):
             if loaded[0] == 0:  # the part's first request: nothing was issued ahead
-                request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, pages, ents)
+                request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, pages)
             loaded[0] = 0
         else:
-            request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, pages, ents)
+            request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, pages)
         T.ptx["cp.async.wait_group"](0)
         T.ptx.fence.proxy.async_.shared__cta()  # cp.async writes -> wgmma reads
         T.cuda.cta_sync()
@@ -196,19 +186,16 @@ def make_decode(
         ``b < hi`` (stage 1, S in warpgroup 1's)."""
         tid, wg, lane, r0, c0 = thread
         m, lsum, corr, lim, acc_o = rows
-        arena, xch, rowmax, scales, acc_s, pa, rq8, pages, ents, loaded = tiles
+        arena, xch, rowmax, scales, acc_s, pa, rq8, pages, loaded = tiles
         t = tid % 128
         has_b = blk + 1 < hi
         dp0 = dsl.descriptor(_DESC_K, base + T.uint32(P0_OFF))
         dp1 = dsl.descriptor(_DESC_K, base + T.uint32(P1_OFF))
         dv_a = dsl.descriptor(_DESC_V, base + T.cast(TILE_BYTES + wg * _V_HALF, "uint32"))
         dv_b = dsl.descriptor(_DESC_V, base + T.cast(2 * TILE_BYTES + wg * _V_HALF, "uint32"))
-        if T.constexpr(table_ahead):  # the next pair's entries, used a step from now
-            ents[2] = BT[req, T.min(blk + 2, hi - 1)]
-            ents[3] = BT[req, T.min(blk + 3, hi - 1)]
         if wg == 0:
             # softmax of page a; publish the new max and the rescale of the old
-            _scale_scores(acc_s, blk * PAGE, _entry(ents, 0, BT[req, blk]), NT, lim, c0, scale_log2)
+            _scale_scores(acc_s, blk * PAGE, BT[req, blk], NT, lim, c0, scale_log2)
             _fold_max(acc_s, acc_o, lsum, rowmax, scales, 0, r0, lane)
             T.ptx.bar.arrive(T.uint32(SCALE0), T.uint32(256))
             # O0 += P_a V_a (P from registers)
@@ -225,7 +212,7 @@ def make_decode(
             # page a's tiles 0-3 are free (warpgroup 1 reads tiles 4-7 of it)
             T.ptx.bar.sync(T.uint32(SCALE1), T.uint32(256))
             if T.And(t == 0, blk + 2 < hi):
-                pages.issue(KC, BT, NT, req, blk + 2, 0, LEFT, _entry(ents, 2))
+                pages.issue(KC, BT, NT, req, blk + 2, 0, LEFT)
             # P_a on warpgroup 1's max, into the P0 tile; the scales read before any store
             # (nvcc keeps a shared load behind each store that might alias it)
             for h in T.unroll(2):
@@ -253,16 +240,14 @@ def make_decode(
                     if blk + 3 < hi:
                         dsl.wgmma_wait(1)
                         if t == 0:
-                            pages.issue(KC, BT, NT, req, blk + 3, 1, LEFT, _entry(ents, 3))
+                            pages.issue(KC, BT, NT, req, blk + 3, 1, LEFT)
                     page_scores(0, base, rq8, acc_s, pages, (RIGHT,), fresh=False)
                     dsl.wgmma_wait(0)
                 dsl.wgmma_wait(0)
         else:
             # softmax of page b on top of page a's max (masked whole without a page b)
             T.ptx.bar.sync(T.uint32(SCALE0), T.uint32(256))
-            entry = T.if_then_else(
-                has_b, _entry(ents, 1, BT[req, T.min(blk + 1, hi - 1)]), T.int32(-1)
-            )
+            entry = T.if_then_else(has_b, BT[req, T.min(blk + 1, hi - 1)], T.int32(-1))
             _scale_scores(acc_s, (blk + 1) * PAGE, entry, NT, lim, c0, scale_log2)
             _fold_max(acc_s, acc_o, lsum, rowmax, scales, 1, r0, lane)
             T.ptx.bar.arrive(T.uint32(SCALE1), T.uint32(256))
@@ -288,10 +273,10 @@ def make_decode(
                 # page b's tiles 4-8 are free once P_b V_b is done, page a's once P_a V_a is
                 dsl.wgmma_wait(1)
                 if T.And(t == 0, blk + 3 < hi):
-                    pages.issue(KC, BT, NT, req, blk + 3, 1, RIGHT, _entry(ents, 3))
+                    pages.issue(KC, BT, NT, req, blk + 3, 1, RIGHT)
                 dsl.wgmma_wait(0)
                 if T.And(t == 0, blk + 2 < hi):
-                    pages.issue(KC, BT, NT, req, blk + 2, 0, RIGHT, _entry(ents, 2))
+                    pages.issue(KC, BT, NT, req, blk + 2, 0, RIGHT)
                 if blk + 3 < hi:
                     # S of page b + 2: tiles 4-8 (issued above), then 0-3 (by warpgroup 0)
                     page_scores(1, base, rq8, acc_s, pages, (RIGHT, LEFT))
@@ -309,16 +294,13 @@ def make_decode(
                 dsl.wgmma_wait(0)
         dsl.fence_registers(acc_s, PAGE // 2)
         _fence_operands(acc_o, pa)
-        if T.constexpr(table_ahead):
-            ents[0] = ents[2]
-            ents[1] = ents[3]
 
     @T.inline
     def request_end(thread, rows, tiles):
         """l = the two warpgroups' row sums (reduced over each quad first); m = sM."""
         tid, wg, lane, r0, c0 = thread
         m, lsum, corr, lim, acc_o = rows
-        arena, xch, rowmax, scales, acc_s, pa, rq8, pages, ents, loaded = tiles
+        arena, xch, rowmax, scales, acc_s, pa, rq8, pages, loaded = tiles
         for h in T.unroll(2):
             lsum[h] = T.cuda.warp_sum(lsum[h], 4)
         add_other_half(lsum, xch, wg, lane, r0)
@@ -339,15 +321,8 @@ def make_decode(
         blocks_per_step=2,
         request_prefetch=request_prefetch if prefetch else None,
         timeline=timeline,
-        paired_stores=paired_stores,
         staging=TILE_BYTES if staged_stores else None,  # the two pages, after Q
     )
-
-
-def _step_entries(table_ahead):
-    """``table_ahead``: local int32[4], the block-table entries of a step's pages blk ..
-    blk + 3 (None otherwise)."""
-    return T.bind_(T.alloc_local((4,), "int32")) if table_ahead else None
 
 
 def _loaded_flag(prefetch):
@@ -356,12 +331,6 @@ def _loaded_flag(prefetch):
     if not prefetch:
         return None
     return T.bind_(T.alloc_local((1,), "int32"))
-
-
-def _entry(ents, i, load=None):
-    """Entry ``i`` of the step's block-table entries (``table_ahead``), else ``load`` (None:
-    TmaPages.issue loads it where it issues)."""
-    return load if ents is None else ents[i]
 
 
 def _p_word(offset, row, chunk, lane):

@@ -74,9 +74,7 @@ DECODE_FACTORIES = {
     "v2": _mla_decode_v2_tirx.make_decode,
     "v4": _mla_decode_v2_tirx.make_decode_v4,
     "v5": _mla_decode_v5_tirx.make_decode,
-    "v6": functools.partial(_mla_decode_v5_tirx.make_decode, table_ahead=True),
     "v7": functools.partial(_mla_decode_v5_tirx.make_decode, prefetch=True),
-    "v8": functools.partial(_mla_decode_v5_tirx.make_decode, prefetch=True, paired_stores=True),
     "v9": functools.partial(_mla_decode_v5_tirx.make_decode, prefetch=True, staged_stores=True),
 }
 
