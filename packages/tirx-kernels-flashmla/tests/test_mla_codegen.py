@@ -17,7 +17,6 @@ pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not f
 @pytest.mark.parametrize(
     "variant, dtype, h_q, s_q, causal",
     [
-        ("v4", "bfloat16", 128, 1, False),
         ("v5", "bfloat16", 128, 1, False),
         ("v5", "float16", 16, 2, True),
         ("v7", "bfloat16", 128, 1, False),

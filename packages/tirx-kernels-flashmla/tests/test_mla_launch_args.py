@@ -96,7 +96,7 @@ def test_direct_calls_check_each_call_signature_once(launched, monkeypatch):
     meta, splits = decode.get_mla_metadata(lens, 16, 1)
     k_cache = torch.zeros(12, 64, 1, 576, dtype=torch.bfloat16)
     table = torch.arange(12, dtype=torch.int32).view(3, 4)
-    for variant, s_q in (("v2", 1), ("v2", 1), ("v1", 1), ("v2", 2)):
+    for variant, s_q in (("v5", 1), ("v5", 1), ("v1", 1), ("v5", 2)):
         monkeypatch.setenv("TIRX_FLASHMLA_VARIANT", variant)
         q = torch.zeros(3, s_q, 16, 576, dtype=torch.bfloat16)
         out, lse = decode.flash_mla_with_kvcache(q, k_cache, table, lens, 512, meta, splits)
@@ -128,7 +128,7 @@ def test_a_plan_binds_both_kernels_on_its_first_call(launched, monkeypatch):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_direct_launcher_reads_each_variants_host_code(variant, monkeypatch):
-    """Dry (CPU tensors): the KV-cache descriptor of v4 and v5 (one, however many boxes
+    """Dry (CPU tensors): the KV-cache descriptor of v5 and after (one, however many boxes
     the kernel issues) is the cache as (rows, 576) in 64 x 64 boxes with the 128B swizzle;
     every variant gets a launcher with the scheduler parts as
     grid.x, the query-row tiles as grid.y and its dynamic shared memory."""
@@ -146,7 +146,7 @@ def test_the_direct_launcher_reads_each_variants_host_code(variant, monkeypatch)
     args += (outputs[0].view(3, 128, 512), outputs[1].view(3, 128), 0.1)
     (launch,) = launch_spec.launch_spec(toolchain.host_code(exe), args)
     assert launch.dims[:2] == [meta.shape[0], 2] and launch.smem > 0
-    if variant in ("v4", "v5", "v7", "v9"):
+    if variant in ("v5", "v7", "v9"):
         (tmap,) = launch.maps
         assert (tmap.arg, tmap.dims, tmap.strides) == (1, [576, 12 * 64], [576 * 2])
         assert (tmap.box, tmap.swizzle) == ([64, 64], 3)

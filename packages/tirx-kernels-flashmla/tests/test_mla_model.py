@@ -13,7 +13,6 @@ import torch
 from tirx_kernels.core.sm90.layouts import Swizzle, swizzle_bytes, tile_offset
 from tirx_kernels.core.sm90.wgmma import decode_descriptor
 from tirx_kernels.flashmla import _mla_decode_tirx as K
-from tirx_kernels.flashmla import _mla_decode_v2_tirx as V2
 from tirx_kernels.flashmla import _mla_decode_v5_tirx as V5
 from tirx_kernels.flashmla import _mla_pages_tma_tirx as PAGES
 from tirx_kernels.flashmla._mla_decode_schedule import num_sm_parts, sched_meta
@@ -51,31 +50,32 @@ def test_v_descriptor_reads_v_mn_major_from_the_k_tile():
                     assert got == fill_offset(16 * kk + k, 256 * wg + n)
 
 
-def test_v2_p_tile_stores_are_what_its_ss_wgmmas_read():
-    """v2: warpgroup w stores P (row, 32w + 8j + c0) as a 4-byte pair at the address its
-    kernel computes; the SS wgmma of k16 step kk reads the K-major 128B tile at P_OFF + 32 kk,
-    i.e. element (row, 16 kk + k) at tile_offset (the Q tile's format, one atom block)."""
-    for wg in range(2):
-        for t in range(128):
-            lane = t % 32
-            r0, c0 = 16 * (t // 32) + lane // 4, 2 * (lane % 4)
-            for q in range(8):
-                prow = r0 + 8 * (q % 2)
-                chunk = wg * 4 + q // 2
-                byte = prow * 128 + (chunk ^ (prow % 8)) * 16 + c0 * 2
-                tok = 32 * wg + 8 * (q // 2) + c0
-                assert byte == tile_offset(prow, tok, rows=64, elem_bytes=2, mode=Swizzle.B128)
+def test_v5_p_tile_stores_are_what_its_ss_wgmmas_read():
+    """v5: a thread stores its P fragments (row, 8 chunk + c0) as 4-byte pairs at the byte
+    ``_p_word`` computes (row * 128 + (chunk ^ row % 8) * 16 + 2 c0); the SS wgmma of k16
+    step kk reads the K-major 128B tile at 32 kk, i.e. element (row, 16 kk + k) at
+    tile_offset (the Q tile's format, one atom block)."""
+    for t in range(128):
+        lane = t % 32
+        r0, c0 = 16 * (t // 32) + lane // 4, 2 * (lane % 4)
+        for q in range(V5.PAGE // 4):
+            prow, chunk = r0 + 8 * (q % 2), q // 2
+            byte = prow * 128 + (chunk ^ (prow % 8)) * 16 + c0 * 2
+            tok = 8 * chunk + c0
+            assert byte == tile_offset(prow, tok, rows=64, elem_bytes=2, mode=Swizzle.B128)
     d = decode_descriptor(K._DESC_K)
-    assert (d["sbo"], d["mode"]) == (1024, Swizzle.B128) and V2.P_OFF % 1024 == 0
-    assert V2.SMEM + 1024 <= 227 * 1024  # + the static exchange buffer: the sm_90 limit
+    assert (d["sbo"], d["mode"]) == (1024, Swizzle.B128)
+    assert V5.P0_OFF % 1024 == 0 and V5.P1_OFF % 1024 == 0
+    assert V5.SMEM + 2048 <= 227 * 1024  # + the static max, rescales and sums: the sm_90 limit
     for kk in range(4):
         assert K._S_STEPS[kk] == tile_offset(0, 16 * kk, rows=64, elem_bytes=2, mode=Swizzle.B128)
 
 
-def test_v4_zeroes_exactly_the_v_of_tokens_past_the_end():
-    """v4's tail fill: thread ``tid``'s step ``it`` zeroes the 16-byte chunk ``idx % 64`` of
-    row ``idx // 64`` (``idx = it * THREADS + tid``) when the row is past ``valid``: together
-    the V dims (0..511) of rows ``valid..63``, each byte once, the rope dims untouched."""
+def test_the_tma_pages_zero_exactly_the_v_of_tokens_past_the_end():
+    """The TMA pages' tail fill: thread ``tid``'s step ``it`` zeroes the 16-byte chunk
+    ``idx % 64`` of row ``idx // 64`` (``idx = it * THREADS + tid``) when the row is past
+    ``valid``: together the V dims (0..511) of rows ``valid..63``, each byte once, the rope
+    dims untouched."""
     for valid in (1, 17, 63):
         zeroed = []
         for it in range(PAGES._ZERO_STEPS):

@@ -31,15 +31,13 @@ FIXED_OVERHEAD_BLOCKS = 5
 META_INTS = 8
 
 # Schedules of the split-KV kernel (docs/mla_decode.md): "v1" (_mla_decode_tirx, both
-# warpgroups compute the whole S), "v2" (_mla_decode_v2_tirx, S split between them, P
-# shared through shared memory), "v4" (v2 with the pages loaded by TMA; "v3", v2 with
-# the next page's cp.async issued before the wait, was dropped for it) and "v5"
-# (_mla_decode_v5_tirx, upstream's schedule: pages in pairs, one per warpgroup), "v7" (v5
-# with the next request's Q and first pages issued before a request's epilogue), "v9" (v7
-# whose epilogue stages O in shared memory and stores each row by one bulk copy); "v6" and
-# "v8" were dropped (docs/mla_decode.md). The environment variable overrides the default
-# per process, e.g. TIRX_FLASHMLA_VARIANT=v1 falls back to the first kernel.
-VARIANTS = ("v1", "v2", "v4", "v5", "v7", "v9")
+# warpgroups compute the whole S), "v5" (_mla_decode_v5_tirx, upstream's schedule: pages in
+# pairs, one per warpgroup), "v7" (v5 with the next request's Q and first pages issued
+# before a request's epilogue), "v9" (v7 whose epilogue stages O in shared memory and stores
+# each row by one bulk copy); "v2", "v3", "v4", "v6" and "v8" were dropped (the doc says
+# why). The environment variable overrides the default per process, e.g.
+# TIRX_FLASHMLA_VARIANT=v1 falls back to the first kernel.
+VARIANTS = ("v1", "v5", "v7", "v9")
 DEFAULT_VARIANT = "v9"  # why: docs/mla_decode.md, "Status"
 VARIANT_ENV = "TIRX_FLASHMLA_VARIANT"
 

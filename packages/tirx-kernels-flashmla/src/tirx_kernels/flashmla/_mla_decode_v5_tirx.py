@@ -59,7 +59,6 @@ from ._mla_decode_tirx import (
     split_kv_kernel,
     wgmma_ops,
 )
-from ._mla_decode_v2_tirx import _mma_sv, add_other_half
 from ._mla_pages_tma_tirx import TILES, TmaPages
 
 P0_OFF = TILE_BYTES * 3  # warpgroup 0's P tile, after Q and the two KV stages
@@ -431,3 +430,21 @@ def _rescale_rows(acc_o, lsum, scales, offset, r0):
             for e in T.unroll(2):
                 acc_o[4 * j + 2 * h + e] = acc_o[4 * j + 2 * h + e] * sc
         lsum[h] = lsum[h] * sc
+
+
+@T.inline
+def add_other_half(lsum, xch, wg, lane, r0):
+    """Each warpgroup's row sums (one lane per quad holds a row's) plus the other
+    warpgroup's, through the shared ``xch`` (2 x BM floats) and a CTA barrier."""
+    for h in T.unroll(2):
+        if lane % 4 == 0:
+            xch[wg * BM + r0 + 8 * h] = lsum[h]
+    T.cuda.cta_sync()
+    for h in T.unroll(2):
+        lsum[h] = lsum[h] + xch[(1 - wg) * BM + r0 + 8 * h]
+
+
+@T.inline
+def _mma_sv(op, acc, da, db):
+    """SS form with B MN-major (transpose bit of B set), A K-major."""
+    op(*[acc[i] for i in range(128)], da, db, T.ptx.pred(True), 1, 1, 0, 1)

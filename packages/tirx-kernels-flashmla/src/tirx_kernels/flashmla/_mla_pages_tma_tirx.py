@@ -3,7 +3,7 @@
 # Copyright (c) 2025 DeepSeek.
 # SPDX-License-Identifier: Apache-2.0 AND MIT
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""KV pages by TMA for the split-KV decode ("v4"): what replaces the cp.async page loads.
+"""KV pages by TMA for the split-KV decode (v5 and after): what replaces v1's cp.async loads.
 
 Port of the page loads of FlashMLA's sm90 dense decode
 (``csrc/sm90/decode/dense/splitkv_mla.cuh``: ``launch_kv_tiles_copy_tma``, one TMA box per

@@ -54,7 +54,7 @@ import torch
 from tirx_kernels.core import host, toolchain
 from tirx_kernels.core.ops import public_op
 
-from . import _mla_decode_tirx, _mla_decode_v2_tirx, _mla_decode_v5_tirx
+from . import _mla_decode_tirx, _mla_decode_v5_tirx
 from ._mla_combine_tirx import make_combine, make_combine_warp_rows
 from ._mla_decode_schedule import (
     META_INTS,
@@ -71,8 +71,6 @@ _DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
 # variant name (_mla_decode_schedule.VARIANTS) -> split-KV kernel factory
 DECODE_FACTORIES = {
     "v1": _mla_decode_tirx.make_decode,
-    "v2": _mla_decode_v2_tirx.make_decode,
-    "v4": _mla_decode_v2_tirx.make_decode_v4,
     "v5": _mla_decode_v5_tirx.make_decode,
     "v7": functools.partial(_mla_decode_v5_tirx.make_decode, prefetch=True),
     "v9": functools.partial(_mla_decode_v5_tirx.make_decode, prefetch=True, staged_stores=True),
