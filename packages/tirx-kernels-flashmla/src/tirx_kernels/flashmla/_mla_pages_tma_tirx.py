@@ -26,7 +26,6 @@ from ._mla_decode_tirx import BM, D_QK, PAGE, STAGES, THREADS, TILE_BYTES, _swz,
 
 _CHUNKS_V = 512 * 2 // 16  # 16-byte chunks of a token's V (dims 0..511): 64
 _ZERO_STEPS = PAGE * _CHUNKS_V // THREADS
-WHOLE = ((0, D_QK // 64),)  # a page as one part: its nine 64-column tiles
 TILES = tuple((j, j + 1) for j in range(D_QK // 64))  # a part (and a barrier) per tile
 
 
@@ -35,7 +34,7 @@ class TmaPages:
     of each stage, and this thread's wait phase of each (one bit per barrier, carried across
     requests: a barrier completes once per page part it receives)."""
 
-    def __init__(self, arena, dtype: str, parts=WHOLE):
+    def __init__(self, arena, dtype: str, parts):
         self.arena = arena
         self.dtype = dtype
         self.parts = parts
