@@ -51,11 +51,11 @@ class TmaPages:
         self.phases = T.uint32(0)
         T.cuda.cta_sync()
 
-    def issue(self, KC, BT, NT, req, blk, stage, parts=(0,), entry=None):
-        """(One thread.) Parts ``parts`` of page ``BT[req, blk]`` (or ``entry``, that value
-        loaded earlier) into KV stage ``stage``: each part's boxes (one per tile) on its
-        barrier, the part's bytes expected (out-of-bounds rows count as transferred)."""
-        entry = BT[req, blk] if entry is None else entry
+    def issue(self, KC, BT, NT, req, blk, stage, parts=(0,)):
+        """(One thread.) Parts ``parts`` of page ``BT[req, blk]`` into KV stage ``stage``:
+        each part's boxes (one per tile) on its barrier, the part's bytes expected
+        (out-of-bounds rows count as transferred)."""
+        entry = BT[req, blk]
         row = T.if_then_else(page_ok(entry, NT), T.cast(entry, "int64") * PAGE, NT)
         offset = TILE_BYTES * (1 + stage)
         for part in parts:
