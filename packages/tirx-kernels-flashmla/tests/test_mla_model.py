@@ -14,7 +14,6 @@ from tirx_kernels.core.sm90.layouts import Swizzle, swizzle_bytes, tile_offset
 from tirx_kernels.core.sm90.wgmma import decode_descriptor
 from tirx_kernels.flashmla import _mla_decode_tirx as K
 from tirx_kernels.flashmla import _mla_decode_v5_tirx as V5
-from tirx_kernels.flashmla import _mla_pages_tma_tirx as PAGES
 from tirx_kernels.flashmla._mla_decode_schedule import num_sm_parts, sched_meta
 from tirx_kernels.flashmla.kernels import flash_mla_decode as contract
 
@@ -69,25 +68,6 @@ def test_v5_p_tile_stores_are_what_its_ss_wgmmas_read():
     assert V5.SMEM + 2048 <= 227 * 1024  # + the static max, rescales and sums: the sm_90 limit
     for kk in range(4):
         assert K._S_STEPS[kk] == tile_offset(0, 16 * kk, rows=64, elem_bytes=2, mode=Swizzle.B128)
-
-
-def test_the_tma_pages_zero_exactly_the_v_of_tokens_past_the_end():
-    """The TMA pages' tail fill: thread ``tid``'s step ``it`` zeroes the 16-byte chunk
-    ``idx % 64`` of row ``idx // 64`` (``idx = it * THREADS + tid``) when the row is past
-    ``valid``: together the V dims (0..511) of rows ``valid..63``, each byte once, the rope
-    dims untouched."""
-    for valid in (1, 17, 63):
-        zeroed = []
-        for it in range(PAGES._ZERO_STEPS):
-            for tid in range(K.THREADS):
-                idx = it * K.THREADS + tid
-                row, chunk = divmod(idx, PAGES._CHUNKS_V)
-                if row >= valid:
-                    zeroed += range(fill_offset(row, 8 * chunk), fill_offset(row, 8 * chunk) + 16)
-        expected = [
-            fill_offset(r, c) + b for r in range(valid, 64) for c in range(512) for b in (0, 1)
-        ]
-        assert sorted(zeroed) == sorted(expected)
 
 
 def test_qk_descriptor_is_kmajor_128b():

@@ -22,10 +22,9 @@ from tirx_kernels.core.sm90 import dsl
 from tirx_kernels.core.sm90.layouts import Swizzle
 from tirx_kernels.core.toolchain import T
 
-from ._mla_decode_tirx import BM, D_QK, PAGE, STAGES, THREADS, TILE_BYTES, _swz, page_ok
+from ._mla_decode_tirx import BM, D_QK, PAGE, STAGES, TILE_BYTES, _swz, page_ok
 
 _CHUNKS_V = 512 * 2 // 16  # 16-byte chunks of a token's V (dims 0..511): 64
-_ZERO_STEPS = PAGE * _CHUNKS_V // THREADS
 TILES = tuple((j, j + 1) for j in range(D_QK // 64))  # a part (and a barrier) per tile
 
 
@@ -77,20 +76,6 @@ class TmaPages:
             self.full.ptr_to([stage * len(self.parts) + part]), (self.phases >> bit) & T.uint32(1)
         )
         self.phases = self.phases ^ (T.uint32(1) << bit)
-
-    @T.inline
-    def zero_tail(self, stage, valid, tid):
-        """Zero the V dims (0..511) of rows ``valid..63`` of ``stage`` (tokens past the
-        sequence end), then make the stores visible to wgmma (all threads; CTA barrier)."""
-        for it in T.unroll(_ZERO_STEPS):
-            idx = it * THREADS + tid
-            row = idx // _CHUNKS_V
-            if row >= valid:
-                word = (TILE_BYTES * (1 + stage) + _swz(row, idx % _CHUNKS_V)) // 4
-                for w in T.unroll(4):
-                    self.arena[word + w] = T.uint32(0)
-        T.ptx.fence.proxy.async_.shared__cta()  # generic stores -> wgmma (and TMA) reads
-        T.cuda.cta_sync()
 
     @T.inline
     def zero_tail_half(self, stage, half, valid, t, bar):
