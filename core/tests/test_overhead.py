@@ -42,6 +42,21 @@ def test_implementations_are_timed_in_turns():
     assert turns == ["ours", "ref"] * 4  # the warm-up, then three rounds in turns
 
 
+def test_an_eager_row_is_its_fastest_round_and_a_graph_row_its_median(monkeypatch):
+    # host noise only adds time: a slow round of one implementation must not decide its row
+    eager = iter([9.0, 7.0, 10.0, 7.5, 10.0, 7.2])  # ours, ref, ours, ref, ... in turns
+    graph = iter([3.0, 2.0, 1.0, 4.0, 2.0, 9.0])
+    monkeypatch.setattr(overhead, "_eager_round", lambda call, calls: next(eager))
+    monkeypatch.setattr(overhead, "_captured", lambda call: call)
+    monkeypatch.setattr(
+        overhead, "_replay_round", lambda g, n: next(graph) if n == overhead.CALLS else 0
+    )
+    rows = overhead.measure({"ours": lambda: None, "ref": lambda: None}, rounds=3)
+    assert rows["ours"]["eager_host_us"] == 9.0 and rows["ref"]["eager_host_us"] == 7.0
+    assert rows["ours"]["rounds"]["eager_host_us"] == [9.0, 10.0, 10.0]
+    assert rows["ours"]["graph_replay_us"] == 2.0 and rows["ref"]["graph_replay_us"] == 4.0
+
+
 def test_each_graph_is_warmed_up_before_the_timed_replays(monkeypatch):
     replays: list[tuple[str, int]] = []
     monkeypatch.setattr(overhead, "_captured", lambda call: call.__name__)
@@ -148,7 +163,7 @@ def test_bench_calls_is_a_bench_result_of_our_op_beside_the_references():
 
     calls = {"tirx": lambda: None, "flashinfer": slow, "torch": broken}
     result = testing.bench_calls(calls, "eager", rounds=1)
-    assert set(result["impls"]) == {"tirx", "flashinfer"} and result["timer"] == "eager_op"
+    assert set(result["impls"]) == {"tirx", "flashinfer"} and result["timer"] == "eager_op_min"
     assert result["errors"] == {"torch": "RuntimeError: no flashinfer here"}
     assert ratio(result["impls"]) > 1  # the reference sleeps: ours is faster
     assert {name: len(runs) for name, runs in result["round_samples"].items()} == {

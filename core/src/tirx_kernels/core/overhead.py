@@ -9,6 +9,9 @@ replayed ``calls`` times between two CUDA events, per call: what a graph-capturi
 pays per op (its graph holds many ops, so the graph's own launch is not the op's cost).
 :func:`measure` takes the rounds of several implementations in turn (ours, the reference,
 ours, ...), so drift of clocks or host load between rounds falls on all of them alike.
+An eager row is the fastest of its rounds: host noise (another process, an interrupt, the
+core's clock) only adds time, and on an H100 host whole rounds of the same call moved
+between 7 and 10 µs, so a median of five flipped with them (core/docs/overhead.md).
 A kernel module opts in with ``public_calls(batch)`` (see core/README.md).
 """
 
@@ -53,9 +56,9 @@ def _eager_round(call: Callable[[], Any], calls: int) -> float:
 
 
 def eager_host_us(call: Callable[[], Any], calls: int = CALLS, rounds: int = ROUNDS) -> float:
-    """Median over rounds of host µs per call, launches queued back to back."""
+    """Fastest round's host µs per call, launches queued back to back."""
     _warm(call)
-    return statistics.median(_eager_round(call, calls) for _ in range(rounds))
+    return min(_eager_round(call, calls) for _ in range(rounds))
 
 
 def _captured(call: Callable[[], Any]) -> Any:
@@ -98,11 +101,15 @@ def graph_replay_us(call: Callable[[], Any], replays: int = CALLS, rounds: int =
 
 
 def _in_turns(
-    runs: Mapping[str, Callable[[], float]], rounds: int, results: dict[str, dict], key: str
+    runs: Mapping[str, Callable[[], float]],
+    rounds: int,
+    results: dict[str, dict],
+    key: str,
+    pick: Callable[[list[float]], float],
 ) -> None:
-    """``results[name][key]``: the median of ``rounds`` runs of each, taken in turns (the runs
-    in ``results[name]["rounds"][key]``); a run that raises records the error and drops its
-    implementation."""
+    """``results[name][key]``: ``pick`` (min or median) of ``rounds`` runs of each, taken in
+    turns (the runs in ``results[name]["rounds"][key]``); a run that raises records the error
+    and drops its implementation."""
     samples: dict[str, list[float]] = {name: [] for name in runs}
     live = dict(runs)
     for _ in range(rounds):
@@ -113,7 +120,7 @@ def _in_turns(
                 results[name]["error"] = f"{type(e).__name__}: {e}"
                 del live[name]
     for name in live:
-        results[name][key] = statistics.median(samples[name])
+        results[name][key] = pick(samples[name])
         results[name].setdefault("rounds", {})[key] = samples[name]
 
 
@@ -136,7 +143,7 @@ def measure(
         except Exception as e:
             results[name]["error"] = f"{type(e).__name__}: {e}"
     eager = {name: (lambda call=call: _eager_round(call, CALLS)) for name, call in ready.items()}
-    _in_turns(eager, rounds, results, "eager_host_us")
+    _in_turns(eager, rounds, results, "eager_host_us", min)
     if graphs:
         captured = {}
         for name, call in ready.items():
@@ -148,5 +155,5 @@ def measure(
         for graph in captured.values():  # the GPU's clocks ramp up from the eager rounds
             _replay_round(graph, WARM_REPLAYS)
         replays = {name: (lambda g=g: _replay_round(g, CALLS)) for name, g in captured.items()}
-        _in_turns(replays, rounds, results, "graph_replay_us")
+        _in_turns(replays, rounds, results, "graph_replay_us", statistics.median)
     return results

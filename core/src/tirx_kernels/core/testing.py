@@ -261,7 +261,7 @@ def bench_calls(calls: Mapping[str, Callable[[], Any]], mode: str, **options: An
         "impls": {name: row[key] for name, row in rows.items() if row[key] is not None},
         "errors": {name: row["error"] for name, row in rows.items() if row["error"]},
         # graph rows name their calls per graph: rows of another count compare as another timer
-        "timer": "eager_op" if mode == "eager" else f"graph_op_x{overhead.GRAPH_CALLS}",
+        "timer": "eager_op_min" if mode == "eager" else f"graph_op_x{overhead.GRAPH_CALLS}",
         "round_samples": {name: row["rounds"][key] for name, row in rows.items() if row[key]},
     }
 
