@@ -31,8 +31,12 @@ def launched(monkeypatch):
     monkeypatch.setattr(host, "main_of", lambda executable: executable)  # plans' fallback
     check_args = decode.check_args
 
-    def check_args_on_the_cpu(q, *args):
-        check_args(q, *args) if q.is_cuda else None
+    def check_args_on_the_cpu(q, *args):  # every check but the last, CUDA's
+        try:
+            check_args(q, *args)
+        except ValueError as e:
+            if "must be a CUDA tensor" not in str(e):
+                raise
 
     monkeypatch.setattr(decode, "check_args", check_args_on_the_cpu)
     return funcs
@@ -124,6 +128,44 @@ def test_a_plan_binds_both_kernels_on_its_first_call(launched, monkeypatch):
         decode.flash_mla_with_kvcache(q, k_cache, table, lens, 512, meta, splits)
     assert binds == [11, 5]  # decode and combine, once each, with the kernels' arguments
     assert calls == [11, 5] * 3 and not launched
+
+
+def test_a_bound_plan_is_reused_by_shape_and_a_refused_call_is_checked(launched, monkeypatch):
+    """With both kernels bound exactly, later calls of q's and k_cache's shapes skip the
+    signature lookup; a tensor the launcher refuses (here a block table of another width)
+    gets the full checks: its own plan, or the ValueError naming it."""
+
+    def direct_launcher(executable, *examples):
+        bound = [(a.shape, a.dtype) for a in examples if isinstance(a, torch.Tensor)]
+
+        def launch(*args):
+            if [(a.shape, a.dtype) for a in args if isinstance(a, torch.Tensor)] != bound:
+                raise ValueError("refused")  # as direct_launch.cc does, before any launch
+
+        return launch
+
+    monkeypatch.setattr(host, "direct_launcher", direct_launcher)
+    monkeypatch.setattr(host, "plain_cuda", lambda t: True)
+    monkeypatch.setattr(decode, "_PLANS", {})
+    monkeypatch.setattr(decode, "_FAST", {})
+    signatures = []
+    signature = host.signature
+    monkeypatch.setattr(decode, "_sig", lambda t: signatures.append(1) or signature(t))
+    lens = torch.tensor([100, 1, 256], dtype=torch.int32)
+    meta, splits = decode.get_mla_metadata(lens, 16, 1)
+    q = torch.zeros(3, 1, 16, 576, dtype=torch.bfloat16)
+    k_cache = torch.zeros(12, 64, 1, 576, dtype=torch.bfloat16)
+    table = torch.arange(12, dtype=torch.int32).view(3, 4)
+    for _ in range(3):
+        decode.flash_mla_with_kvcache(q, k_cache, table, lens, 512, meta, splits)
+    assert len(signatures) == 6  # the first call's six tensors only
+    wider = torch.zeros(3, 5, dtype=torch.int32)
+    decode.flash_mla_with_kvcache(q, k_cache, wider, lens, 512, meta, splits)
+    assert len(signatures) == 12 and len(decode._FAST) == 1
+    with pytest.raises(ValueError, match="block_table must be"):
+        decode.flash_mla_with_kvcache(q, k_cache, table[:2], lens, 512, meta, splits)
+    with pytest.raises(ValueError, match="num_splits must be"):
+        decode.flash_mla_with_kvcache(q, k_cache, wider, lens, 512, meta, splits[:3])
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -193,27 +193,30 @@ def launch(variant, outputs, inputs, softmax_scale, causal, launchers=None):
     time and check each variant through this; the op passes the selected one): ``outputs``
     are the op's (out, lse, out_accum, lse_accum), ``inputs`` its (q, k_cache, block_table,
     cache_seqlens, tile_scheduler_metadata, num_splits); ``launchers``: (decode, combine)
-    taking the kernels' arguments (a plan's bound launchers), else :func:`compiled_kernels`."""
+    taking the kernels' arguments (a plan's launchers), else :func:`compiled_kernels`."""
+    decode, combine = launchers or compiled_kernels(variant, inputs[0], causal)
+    decode_args, combine_args = kernel_args(outputs, inputs, softmax_scale)
+    decode(*decode_args)
+    combine(*combine_args)
+
+
+def kernel_args(outputs, inputs, softmax_scale) -> tuple[tuple, tuple]:
+    """The decode and combine kernels' arguments: the op's tensors viewed as the kernels'
+    (batch, s_q * h_q, ...) rows. ValueError where q or k_cache cannot be viewed so (not
+    contiguous), before any launch."""
     out, lse, out_accum, lse_accum = outputs
     q, k_cache, block_table, cache_seqlens, tile_scheduler_metadata, num_splits = inputs
     batch, s_q, h_q, _ = q.shape
     rows = s_q * h_q
-    decode, combine = launchers or compiled_kernels(variant, q, causal)
+    try:
+        q_rows, k_rows = q.view(batch, rows, D_QK), k_cache.view(-1, D_QK)
+    except RuntimeError as e:
+        raise ValueError(f"flash_mla_with_kvcache: q and k_cache must be contiguous ({e})") from e
     out_rows, lse_rows = out.view(batch, rows, D_V), lse.view(batch, rows)
-    decode(
-        q.view(batch, rows, D_QK),
-        k_cache.view(-1, D_QK),
-        block_table,
-        cache_seqlens,
-        tile_scheduler_metadata,
-        num_splits,
-        out_accum,
-        lse_accum,
-        out_rows,
-        lse_rows,
-        float(softmax_scale) * _LOG2E,
-    )
-    combine(num_splits, out_accum, lse_accum, out_rows, lse_rows)
+    decode_args = (q_rows, k_rows, block_table, cache_seqlens, tile_scheduler_metadata)
+    decode_args += (num_splits, out_accum, lse_accum, out_rows, lse_rows)
+    decode_args += (float(softmax_scale) * _LOG2E,)
+    return decode_args, (num_splits, out_accum, lse_accum, out_rows, lse_rows)
 
 
 _LOG2E = 1.4426950408889634
@@ -317,7 +320,8 @@ def op_outputs(q: torch.Tensor, parts: int) -> tuple[torch.Tensor, ...]:
     return out, lse, out_accum, lse_accum
 
 
-_PLANS: dict = {}
+_PLANS: dict = {}  # per call signature
+_FAST: dict = {}  # per (q, k_cache) shape: plans whose launchers check every tensor exactly
 _sig = host.signature
 
 
@@ -331,15 +335,21 @@ def _plan(inputs: tuple, head_dim_v: int, causal: bool) -> Callable:
 def _resolve(inputs: tuple, head_dim_v: int, causal: bool) -> Callable:
     check_args(*inputs[:4], head_dim_v, *inputs[4:])
     variant = selected_variant()
-    # bound to this signature's shapes on the first call (the direct launcher where it applies)
-    launchers = tuple(map(host.bound_on_first_call, compiled_kernels(variant, inputs[0], causal)))
+    kernels = compiled_kernels(variant, inputs[0], causal)
+    # both kernels bound now to this signature's exact shapes (direct launchers); such a
+    # plan checks every tensor of a later call itself, so the op may reuse it by q's shape
+    examples = kernel_args(op_outputs(inputs[0], inputs[4].shape[0]), inputs, 1.0)
+    launchers = [host.direct_launcher(k, *args) for k, args in zip(kernels, examples)]
+    exact = all(launchers)
+    if not exact:
+        launchers = list(map(host.bound_on_first_call, kernels))
 
     def plan(inputs, softmax_scale):
         outputs = op_outputs(inputs[0], inputs[4].shape[0])
         launch(variant, outputs, inputs, softmax_scale, causal, launchers)
         return outputs[:2]
 
-    return plan
+    return host.kernel_checked(plan) if exact else plan
 
 
 def flash_mla_with_kvcache(
@@ -358,7 +368,10 @@ def flash_mla_with_kvcache(
     scale = float(D_QK**-0.5 if softmax_scale is None else softmax_scale)
     if host.plain_call(*inputs):
         # checked once per call signature, launched without the dispatcher (core.host)
-        out, lse = _plan(inputs, head_dim_v, bool(causal))(inputs, scale)
+        key = (q.shape, q.dtype, k_cache.shape, head_dim_v, bool(causal))
+        key += (selected_variant(), selected_combine())
+        plan_args = (inputs, head_dim_v, bool(causal))
+        out, lse = host.run(_FAST, key, (inputs, scale), _plan, *plan_args)
     else:
         check_args(*inputs[:4], head_dim_v, *inputs[4:])
         outputs = op_outputs(q, tile_scheduler_metadata.shape[0])
