@@ -109,6 +109,17 @@ def test_direct_calls_check_each_call_signature_once(launched, monkeypatch):
     assert len(launched) == 8
 
 
+def _call_args():
+    """(q, k_cache, block_table, cache_seqlens, metadata, num_splits) of a 3-request call,
+    h_q 16, s_q 1, on the CPU."""
+    lens = torch.tensor([100, 1, 256], dtype=torch.int32)
+    meta, splits = decode.get_mla_metadata(lens, 16, 1)
+    q = torch.zeros(3, 1, 16, 576, dtype=torch.bfloat16)
+    k_cache = torch.zeros(12, 64, 1, 576, dtype=torch.bfloat16)
+    table = torch.arange(12, dtype=torch.int32).view(3, 4)
+    return q, k_cache, table, lens, meta, splits
+
+
 def test_a_plan_binds_both_kernels_on_its_first_call(launched, monkeypatch):
     binds, calls = [], []
 
@@ -119,11 +130,8 @@ def test_a_plan_binds_both_kernels_on_its_first_call(launched, monkeypatch):
     monkeypatch.setattr(host, "direct_launcher", direct_launcher)
     monkeypatch.setattr(host, "plain_cuda", lambda t: True)
     monkeypatch.setattr(decode, "_PLANS", {})
-    lens = torch.tensor([100, 1, 256], dtype=torch.int32)
-    meta, splits = decode.get_mla_metadata(lens, 16, 1)
-    q = torch.zeros(3, 1, 16, 576, dtype=torch.bfloat16)
-    k_cache = torch.zeros(12, 64, 1, 576, dtype=torch.bfloat16)
-    table = torch.arange(12, dtype=torch.int32).view(3, 4)
+    monkeypatch.setattr(decode, "_FAST", {})
+    q, k_cache, table, lens, meta, splits = _call_args()
     for _ in range(3):
         decode.flash_mla_with_kvcache(q, k_cache, table, lens, 512, meta, splits)
     assert binds == [11, 5]  # decode and combine, once each, with the kernels' arguments
@@ -151,11 +159,7 @@ def test_a_bound_plan_is_reused_by_shape_and_a_refused_call_is_checked(launched,
     signatures = []
     signature = host.signature
     monkeypatch.setattr(decode, "_sig", lambda t: signatures.append(1) or signature(t))
-    lens = torch.tensor([100, 1, 256], dtype=torch.int32)
-    meta, splits = decode.get_mla_metadata(lens, 16, 1)
-    q = torch.zeros(3, 1, 16, 576, dtype=torch.bfloat16)
-    k_cache = torch.zeros(12, 64, 1, 576, dtype=torch.bfloat16)
-    table = torch.arange(12, dtype=torch.int32).view(3, 4)
+    q, k_cache, table, lens, meta, splits = _call_args()
     for _ in range(3):
         decode.flash_mla_with_kvcache(q, k_cache, table, lens, 512, meta, splits)
     assert len(signatures) == 6  # the first call's six tensors only
