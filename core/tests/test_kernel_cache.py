@@ -7,7 +7,11 @@ back (no CUDA loader here), so the load is a stand-in that returns the stored ex
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 import types
 import warnings
 
@@ -251,3 +255,64 @@ def test_a_load_time_device_compile_is_cached_as_a_cubin(tmp_path, monkeypatch):
     monkeypatch.setattr(toolchain, "gpu_arch", lambda: None)  # a CPU machine keeps nothing
     device_compile("k5", config)
     assert compiled[-1] == "k5" and not kernel_cache.binary_entry(tmp_path, "k5", config).exists()
+
+
+def _tirx_run(*args, env):
+    return subprocess.run(
+        [sys.executable, "-m", "tirx_kernels.core.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **env},
+    )
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_tirx_run_prebuild_fills_the_folder_from_both_matrices(tmp_path):
+    """``tirx-run prebuild`` builds a config's and a bench-only config's kernels into the
+    folder (libraries and cubins, stamped); a second run keeps every entry as it was."""
+    env = {kernel_cache.ENV: str(tmp_path), "CUDA_VISIBLE_DEVICES": ""}
+    args = ("prebuild", "--kernel", "rmsnorm", "--config", "bf16_t4113_h128")
+    args += ("--config", "bf16_t16384_h5120", "--json")
+    done = _tirx_run(*args, env=env)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)["results"]
+    assert [(r["label"], r["status"]) for r in results] == [
+        ("bf16_t4113_h128", "PASS"),
+        ("bf16_t16384_h5120", "PASS"),
+    ]
+    assert all(str(tmp_path) in r["detail"] for r in results)
+    entries = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+    assert len([n for n in entries if n.endswith(".so")]) == 2
+    assert any(n.endswith(".cubin") for n in entries) and kernel_cache.STAMP in entries
+    again = _tirx_run(*args, env=env)
+    assert again.returncode == 0, again.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == entries
+
+
+def test_tirx_run_prebuild_needs_the_folder_named(tmp_path):
+    done = _tirx_run("prebuild", "--kernel", "rmsnorm", env={kernel_cache.ENV: ""})
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"{kernel_cache.ENV} is not set; fix:" in done.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    done = _tirx_run("prebuild", "--kernel", "rmsnorm", env={kernel_cache.ENV: str(blocker)})
+    assert done.returncode == 2 and "is not a writable folder" in done.stderr
+
+
+def test_prebuild_requests_take_bench_configs_only_where_their_parameters_are_new():
+    from tirx_kernels.core.cli import _prebuild_requests
+    from tirx_kernels.core.meta import strip_label
+    from tirx_kernels.core.registry import Registry
+
+    registry = Registry.load()
+    kernel = registry.get("flashinfer_rmsnorm")
+    args = types.SimpleNamespace(kernels=[kernel.name], families=None, configs=None)
+    args.log_dir = None
+    requests = _prebuild_requests(registry, args)
+    tested = [strip_label(c) for c in kernel.configs]
+    new = [c["label"] for c in kernel.bench_matrix if strip_label(c) not in tested]
+    assert 0 < len(new) < len(kernel.bench_labels)  # the matrices share some configs
+    assert [(r.label, r.options) for r in requests] == [(k, {}) for k in kernel.labels] + [
+        (k, {"bench": True}) for k in new
+    ]

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright TIRx authors
-"""``tirx-run``: list kernels and families, test and bench kernel configs.
+"""``tirx-run``: list kernels and families, test and bench kernel configs, prebuild their
+kernels for a GPU machine.
 
 Exit codes: 0 nothing failed, 1 a FAIL/ERROR/TIMEOUT, 2 a usage error (unknown kernel,
 family or label; broken families under --strict), 130 interrupted (Ctrl-C, SIGTERM or
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import kernel_cache
 from .cliargs import (
     Parser,
     add_config_option,
@@ -28,7 +30,7 @@ from .cliargs import (
 )
 from .impls import is_ours, ratio
 from .interrupts import StopSignals, raise_interrupt
-from .meta import MetaError
+from .meta import MetaError, strip_label
 from .output import StdoutClosed, emit, flush_stdout, note, stdout_closed_line
 from .plugins import PluginError
 from .registry import Registry, RegistryError, UnknownConfig, UnknownKernel
@@ -69,6 +71,11 @@ def _parser() -> argparse.ArgumentParser:
     for name, help_ in (
         ("test", "compile, launch and validate configs (compile only without a suitable GPU)"),
         ("bench", "time configs against their references"),
+        (
+            "prebuild",
+            f"build the kernels of every config and bench config into ${kernel_cache.ENV}, "
+            "as a GPU machine of the same TIRx and nvcc loads them (no GPU needed)",
+        ),
     ):
         c = sub.add_parser(name, parents=[common], help=help_)
         c.add_argument(
@@ -95,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
             "set-up once per worker; a worker is replaced after a config that does not PASS "
             "or SKIP)",
         )
-        if name == "test":
+        if name != "bench":
             c.add_argument("--family", **FAMILY_OPTION)
             c.add_argument(
                 "-j",
@@ -236,13 +243,17 @@ def _requests(registry: Registry, args, action: str) -> list[Request]:
             requests.append(Request(k.name, label, action, options))
     if not requests:
         raise UsageError("nothing selected: no kernels installed for that selection")
+    _check_log_dir(args)
+    return requests
+
+
+def _check_log_dir(args) -> None:
     problem = args.log_dir and unwritable(args.log_dir)
     if problem:  # found now, not halfway through the run
         raise UsageError(
             f"--log-dir {args.log_dir} is not a writable folder ({problem}); "
             "fix: pass a folder you can write, or leave --log-dir out"
         )
-    return requests
 
 
 def _run_all(
@@ -362,6 +373,47 @@ def _summary_line(s: dict) -> str:
     return f"{s['total']} config(s): {parts}{extra}"
 
 
+def cmd_prebuild(registry: Registry, args) -> int:
+    where = kernel_cache.folder()
+    if where is None:
+        raise UsageError(
+            f"{kernel_cache.ENV} is not set; fix: name the folder to fill, e.g. "
+            f"{kernel_cache.ENV}=/tmp/kc tirx-run prebuild ..., and carry it to the GPU machine"
+        )
+    problem = unwritable(where)
+    if problem:
+        raise UsageError(f"{kernel_cache.ENV}={where} is not a writable folder ({problem})")
+    _warn_broken(registry)
+    requests = _prebuild_requests(registry, args)
+    with StopSignals() as stop:
+        results, interrupted = _run_all(requests, args, stop, jobs=args.jobs)
+        return _report_test(results, interrupted, args)
+
+
+def _prebuild_requests(registry: Registry, args) -> list[Request]:
+    """A request per config, then per bench config whose parameters no config has (a
+    config's kernels are its parameters'), each label of ``--config`` in either matrix."""
+    names = list(dict.fromkeys(args.kernels or []))
+    if args.configs and len(names) != 1:
+        raise UsageError("--config needs exactly one --kernel (labels belong to one kernel)")
+    requests = []
+    for k in registry.select(names, args.families or ()):
+        tested = [strip_label(c) for c in k.configs]
+        wanted = [(label, False) for label in k.labels]
+        wanted += [(c["label"], True) for c in k.bench_matrix if strip_label(c) not in tested]
+        for label in args.configs or ():
+            if label not in k.labels and label not in k.bench_labels:
+                k.config(label)  # unknown label: usage error listing what exists
+        if args.configs:
+            wanted = [w for w in wanted if w[0] in args.configs]
+        for label, bench in wanted:
+            requests.append(Request(k.name, label, "prebuild", {"bench": True} if bench else {}))
+    if not requests:
+        raise UsageError("nothing selected: no kernels installed for that selection")
+    _check_log_dir(args)
+    return requests
+
+
 def cmd_bench(registry: Registry, args) -> int:
     _warn_broken(registry)
     requests = _requests(registry, args, "bench")
@@ -419,7 +471,13 @@ def _format_bench_row(row: dict) -> str:
     return "\n".join(lines)
 
 
-COMMANDS = {"list": cmd_list, "plugins": cmd_plugins, "test": cmd_test, "bench": cmd_bench}
+COMMANDS = {
+    "list": cmd_list,
+    "plugins": cmd_plugins,
+    "test": cmd_test,
+    "bench": cmd_bench,
+    "prebuild": cmd_prebuild,
+}
 
 if __name__ == "__main__":
     sys.exit(main())

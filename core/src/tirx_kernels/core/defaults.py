@@ -8,6 +8,7 @@ and report a compile pass with the launch skipped (what CI runs over every confi
 bench: ``module.run_bench(**config, **options)``; SKIP without a suitable GPU.
 A kernel with ``KERNEL_META["num_gpus"] = N > 1`` runs both on N rank processes
 (:mod:`.distributed`) when N such GPUs are visible; else test compiles and bench skips.
+prebuild (``tirx-run prebuild``, not a hook): a config's kernels into the kernel cache.
 """
 
 from __future__ import annotations
@@ -41,20 +42,39 @@ def tirx_kernels_run_test(kernel, module, config):
     # (the same nvcc check): toolchain.prebuild
     where = kernel_cache.folder()
     build = toolchain.prebuild if where else (lambda f, a: len(toolchain.compile_cubin(f, a)))
+    count, size = build_kernels(kernel, module, config, build)
+    built = f"libraries in {where}" if where else "cubin"
+    return {
+        "launched": False,
+        "detail": f"compiled {count} kernel(s) to {'/'.join(kernel.archs)} {built} "
+        f"({size} bytes); launch skipped: {why}",
+    }
+
+
+def prebuild(kernel, module, config) -> dict:
+    """``tirx-run prebuild``: every kernel of ``config`` built into the cache folder as the
+    libraries and cubins a GPU machine of the same TIRx and nvcc loads (no GPU needed)."""
+    from . import kernel_cache, toolchain
+
+    count, size = build_kernels(kernel, module, config, toolchain.prebuild)
+    return {
+        "launched": None,
+        "detail": f"{count} kernel(s) for {'/'.join(kernel.archs)} in "
+        f"{kernel_cache.folder()} ({size} bytes)",
+    }
+
+
+def build_kernels(kernel, module, config, build) -> tuple[int, int]:
+    """(kernels, bytes): each PrimFunc of ``module.get_kernel(**config)`` built by
+    ``build(func, arch)`` for each arch the kernel lists. CompileError when one fails."""
     try:
         funcs = module.get_kernel(**config)
         funcs = funcs if isinstance(funcs, (list, tuple)) else [funcs]
-        size = sum(build(f, a) for a in kernel.archs for f in funcs)
+        return len(funcs), sum(build(f, a) for a in kernel.archs for f in funcs)
     except (unittest.SkipTest, AssertionError):
         raise  # get_kernel may skip or assert like run_test; keep those statuses
     except Exception as e:
         raise CompileError(f"{type(e).__name__}: {e}") from e
-    built = f"libraries in {where}" if where else "cubin"
-    return {
-        "launched": False,
-        "detail": f"compiled {len(funcs)} kernel(s) to {'/'.join(kernel.archs)} {built} "
-        f"({size} bytes); launch skipped: {why}",
-    }
 
 
 @hookimpl(trylast=True)

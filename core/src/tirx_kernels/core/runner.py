@@ -38,7 +38,7 @@ LOG_TAIL_LINES = 30
 class Result:
     kernel: str
     label: str
-    action: str  # "test" or "bench"
+    action: str  # "test", "bench" or "prebuild"
     status: str
     seconds: float = 0.0
     detail: str = ""
@@ -56,7 +56,9 @@ class Request:
     kernel: str
     label: str
     action: str
-    options: dict = field(default_factory=dict)  # bench: warmup/repeat/timer/rounds/cooldown_s
+    # bench: warmup/repeat/timer/rounds/cooldown_s; prebuild: bench=True for a label of the
+    # bench matrix
+    options: dict = field(default_factory=dict)
 
 
 class ChildRun:

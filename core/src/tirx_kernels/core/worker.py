@@ -18,6 +18,7 @@ import traceback
 import unittest
 from pathlib import Path
 
+from . import defaults
 from .defaults import CompileError
 from .lifeline import die_with_parent
 from .meta import strip_label
@@ -28,9 +29,12 @@ from .runner import ERROR, FAIL, PASS, SKIP, Request
 def execute(request: Request) -> dict:
     registry = Registry.load()
     kernel = registry.get(request.kernel)
-    config = strip_label(kernel.config(request.label, bench=request.action == "bench"))
+    bench = request.action == "bench" or request.options.get("bench", False)
+    config = strip_label(kernel.config(request.label, bench=bench))
     module = kernel.load()
     hook = registry.pm.hook
+    if request.action == "prebuild":
+        return {"status": PASS, **defaults.prebuild(kernel, module, config)}
     if request.action == "bench":
         result = hook.tirx_kernels_run_bench(
             kernel=kernel, module=module, config=config, options=request.options
