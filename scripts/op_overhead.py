@@ -2,7 +2,8 @@
 # SPDX-FileCopyrightText: Copyright TIRx authors
 """Per-call cost of every public op beside its reference op, at small batches (H200).
 
-    python scripts/op_overhead.py [--kernel NAME ...] [--batch 1 2 4] [--rounds 5] [--json OUT.json]
+    python scripts/op_overhead.py [--kernel NAME ...] [--family NAME ...] [--batch 1 2 4]
+        [--rounds 5] [--json OUT.json]
 
 For each installed kernel module with ``public_calls(batch)``, times each callable it returns
 (ours as "tirx", each reference by name) with :mod:`tirx_kernels.core.overhead`: eager host µs
@@ -37,6 +38,7 @@ def fmt(value):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernel", action="append", help="repeatable; default: every kernel")
+    parser.add_argument("--family", action="append", help="repeatable; default: every family")
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument(
         "--rounds",
@@ -51,9 +53,9 @@ def main(argv=None) -> int:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
     registry = Registry.load()
     try:
-        kernels = [registry.get(k) for k in args.kernel] if args.kernel else registry.select()
-    except UnknownKernel as e:
-        parser.error(f"--kernel: {e}")
+        kernels = registry.select(args.kernel or (), args.family or ())
+    except UnknownKernel as e:  # an unknown family too
+        parser.error(f"--kernel/--family: {e}")
     results = []
     print("| kernel | batch | impl | eager host µs | graph replay µs | note |")
     print("|---|---|---|---|---|---|")

@@ -214,6 +214,14 @@ def test_op_overhead_script_takes_rounds_and_names_a_bad_kernel(fake_site, tmp_p
     ]
     assert all(len(r["rounds"]["eager_host_us"]) == 3 and r["eager_host_us"] > 0 for r in rows)
     bad = subprocess.run([*run[:3], "nope"], capture_output=True, text=True)
-    assert bad.returncode == 2 and "--kernel: no kernel 'nope'" in bad.stderr
+    assert bad.returncode == 2 and "--kernel/--family: no kernel 'nope'" in bad.stderr
+    family = [sys.executable, str(OP_OVERHEAD), "--family", "timed", "--batch", "2"]
+    p = subprocess.run([*family, "--rounds", "1", "--json", str(out)], capture_output=True)
+    assert p.returncode == 0 and [r["kernel"] for r in json.loads(out.read_text())] == [
+        "timed_kern",
+        "timed_kern",
+    ]
+    bad = subprocess.run([*family[:2], "--family", "nope"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "no family 'nope'" in bad.stderr
     zero = subprocess.run([*run, "--rounds", "0"], capture_output=True, text=True)
     assert zero.returncode == 2 and "--rounds must be at least 1" in zero.stderr
