@@ -7,6 +7,8 @@
 # .device/fi-tests must travel), a `tirx-run bench` per kernel of BENCH_KERNELS (each at
 # most BENCH_T seconds, default 300), the per-call cost of public ops (OVERHEAD_ARGS) and a
 # suite sweep; results under $OUT. A step whose variable is set to "skip" is skipped.
+# Kernels this run compiled come back as $OUT/kernel-cache-new.tar.xz (the cache entries
+# written after its start): merge them into .device/kernel-cache.tar.xz for the next call.
 # TIRX_TEST_TIMEOUT=<s> ends a pytest process whose test runs longer (a hung kernel), naming
 # the test in $OUT/pytest-i.failures (scripts/failures_now.py). tirx-run runs its configs in
 # warm workers (--reuse-workers); REUSE= (empty) gives each config its own process again.
@@ -16,6 +18,7 @@
 #     scripts/h200-validate.sh <git-sha>
 set -uo pipefail
 sha=${1:?usage: h200-validate.sh <git commit of this checkout>}
+started=$(mktemp)  # unpacked cache entries keep their archive's (earlier) times
 source scripts/h200-env.sh || exit 1
 out=${OUT:?OUT must name the results folder}
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv > "$out/gpu.csv"
@@ -67,3 +70,10 @@ if [ "${SUITE_ARGS:-}" != skip ]; then
     --json > "$out/suite.json" 2> "$out/suite.log"; echo "tirx-suite: exit $?"
   tar -C /tmp -czf "$out/bench-suite.tgz" bench-suite
 fi
+cache=${TIRX_KERNELS_CACHE_DIR:-}
+if [ -n "$cache" ] && [ -d "$cache" ]; then
+  ( cd "$cache" && find . -type f -newer "$started" ! -name '*.partial' ! -name '.*' > "$started.new"
+    [ -s "$started.new" ] && tar -cJf "$out/kernel-cache-new.tar.xz" -T "$started.new"
+    echo "kernels compiled here: $(wc -l < "$started.new") cache file(s)" )
+fi
+rm -f "$started" "$started.new"

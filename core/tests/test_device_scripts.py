@@ -26,6 +26,9 @@ case "$*" in
     dir=$(echo "$*" | sed 's/.*--out-dir \([^ ]*\).*/\1/'); mkdir -p "$dir/runs"
     echo "{\"commit\": \"$TIRX_SUITE_GIT_COMMIT\"}" > "$dir/runs/run.json"; echo '{}' ;;
   "-m tirx_kernels.core.suite compare"*) echo "0 regressions" ;;
+  "-m tirx_kernels.core.cli test"*)  # compiles a kernel into the cache, if one is set
+    [ -n "${TIRX_KERNELS_CACHE_DIR:-}" ] && echo lib > "$TIRX_KERNELS_CACHE_DIR/new.so" \
+      && echo half > "$TIRX_KERNELS_CACHE_DIR/.new.tmp.so" ;;
   "-c "*) shift; exec "$REAL_PYTHON" -c "$@" ;;
   "-m pytest"*) exec "$REAL_PYTHON" "$@" ;;
 esac
@@ -56,6 +59,7 @@ def _checkout(tmp_path: Path) -> tuple[Path, dict]:
         STUB_LOG=str(tmp_path / "log"),
         REAL_PYTHON=shutil.which("python3") or "python3",
     )
+    env.pop("TIRX_KERNELS_CACHE_DIR", None)
     return repo, env
 
 
@@ -91,6 +95,26 @@ def test_validate_runs_upstream_tests_beside_the_tests_and_benches_after(tmp_pat
     assert "c1 PASS {'tirx': 2.0} 1.5" in done.stdout
     assert "upstream tests: exit 0" in (out / "fi-upstream.log").read_text()
     assert not any("core.suite" in line for line in log)  # SUITE_ARGS=skip
+
+
+def test_validate_sends_back_the_kernels_it_compiled(tmp_path):
+    """Only cache entries written during the run travel back (not those unpacked from the
+    carried archive, nor a half-written temporary)."""
+    repo, env = _checkout(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "carried.so").write_text("old")
+    os.utime(cache / "carried.so", (time.time() - 3600,) * 2)
+    env.update(TIRX_KERNELS_CACHE_DIR=str(cache), TEST_ARGS="--kernel k", SUITE_ARGS="skip")
+    done = _run(repo, env, "scripts/h200-validate.sh", "abc123")
+    assert "kernels compiled here: 1 cache file(s)" in done.stdout
+    with tarfile.open(tmp_path / "out" / "kernel-cache-new.tar.xz") as tar:
+        assert tar.getnames() == ["./new.so"]
+    env.update(TEST_ARGS="skip")  # nothing compiled: no archive, and no error
+    (tmp_path / "out" / "kernel-cache-new.tar.xz").unlink()
+    done = _run(repo, env, "scripts/h200-validate.sh", "abc123")
+    assert "kernels compiled here: 0 cache file(s)" in done.stdout
+    assert not (tmp_path / "out" / "kernel-cache-new.tar.xz").exists()
 
 
 def test_validate_records_each_pytest_failure_as_it_happens(tmp_path):
