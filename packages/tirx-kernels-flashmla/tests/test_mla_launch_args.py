@@ -102,6 +102,7 @@ def test_direct_calls_check_each_call_signature_once(launched, monkeypatch):
     table = torch.arange(12, dtype=torch.int32).view(3, 4)
     for variant, s_q in (("v5", 1), ("v5", 1), ("v1", 1), ("v5", 2)):
         monkeypatch.setenv("TIRX_FLASHMLA_VARIANT", variant)
+        decode.switches.cache_clear()  # read again, as a new process would
         q = torch.zeros(3, s_q, 16, 576, dtype=torch.bfloat16)
         out, lse = decode.flash_mla_with_kvcache(q, k_cache, table, lens, 512, meta, splits)
         assert out.shape == (3, s_q, 16, 512) and lse.shape == (3, 16, s_q)
@@ -213,3 +214,25 @@ def test_device_metadata_launch_matches_the_kernel(monkeypatch):
     decode.device_metadata(testing.offset_copy(lens, 4), 66)  # a slice of a longer tensor
     assert len(funcs) == 2 and meta.shape == (66, 8) and splits.shape == (4,)
     assert meta.dtype == splits.dtype == torch.int32
+
+
+def test_the_switches_are_read_at_the_first_call_only(launched, monkeypatch):
+    """An eager call looks up no environment variable (an unset one's lookup raises and
+    catches a KeyError, a µs or two a call): the variant and combine are read once."""
+    monkeypatch.setattr(host, "plain_cuda", lambda t: True)
+    monkeypatch.setattr(decode, "_PLANS", {})
+    monkeypatch.setattr(decode, "_FAST", {})
+    monkeypatch.setenv("TIRX_FLASHMLA_VARIANT", "v5")
+    monkeypatch.delenv("TIRX_FLASHMLA_COMBINE", raising=False)
+    args = _call_args()
+    decode.flash_mla_with_kvcache(*args[:4], 512, *args[4:])
+
+    def no_lookup(environ=None):
+        raise AssertionError("a call read the environment")
+
+    monkeypatch.setattr(decode, "selected_variant", no_lookup)
+    monkeypatch.setattr(decode, "selected_combine", no_lookup)
+    monkeypatch.setenv("TIRX_FLASHMLA_VARIANT", "v1")  # not seen until read again
+    for _ in range(2):
+        decode.flash_mla_with_kvcache(*args[:4], 512, *args[4:])
+    assert decode.switches() == ("v5", "warp") and len(launched) == 6

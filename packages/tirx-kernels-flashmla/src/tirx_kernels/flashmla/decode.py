@@ -78,6 +78,14 @@ DECODE_FACTORIES = {
 
 
 @functools.cache
+def switches() -> tuple[str, str]:
+    """(variant, combine) of the op: ``selected_variant()`` and ``selected_combine()``, read
+    from the environment at the first call; ``switches.cache_clear()`` reads them again.
+    Once, not per call: two lookups of unset variables cost a µs or two (a KeyError each)."""
+    return selected_variant(), selected_combine()
+
+
+@functools.cache
 def _decode_exec(variant, dtype, h_q, s_q, causal):
     return toolchain.compile(DECODE_FACTORIES[variant](dtype, h_q, s_q, causal))
 
@@ -173,19 +181,19 @@ def _flash_mla_op(
     lse ``(batch, s_q, h_q)`` fp32, out_accum ``(total splits, s_q * h_q, 512)`` and lse_accum
     ``(total splits, s_q * h_q)`` fp32 scratch (total splits >= num_splits[-1]); q
     ``(batch, s_q, h_q, 576)`` contiguous; k_cache ``(num_blocks, 64, 1, 576)`` contiguous.
-    The split-KV schedule is ``selected_variant()`` (``$TIRX_FLASHMLA_VARIANT``)."""
+    The split-KV schedule and combine are those :func:`switches` names."""
     outputs = (out, lse, out_accum, lse_accum)
     inputs = (q, k_cache, block_table, cache_seqlens, tile_scheduler_metadata, num_splits)
-    launch(selected_variant(), outputs, inputs, softmax_scale, causal)
+    launch(switches()[0], outputs, inputs, softmax_scale, causal)
 
 
 def compiled_kernels(variant, q, causal, combine=None) -> tuple:
     """(decode, combine): the compiled split-KV kernel of ``variant`` and the combine kernel
-    ``combine`` (default: ``selected_combine()``) for q ``(batch, s_q, h_q, 576)``."""
+    ``combine`` (default: the one :func:`switches` names) for q ``(batch, s_q, h_q, 576)``."""
     _, s_q, h_q, _ = q.shape
     dtype = _DTYPES[q.dtype]
     decode = _decode_exec(variant, dtype, h_q, s_q, bool(causal) and s_q > 1)
-    return decode, _combine_exec(dtype, h_q, s_q, combine or selected_combine())
+    return decode, _combine_exec(dtype, h_q, s_q, combine or switches()[1])
 
 
 def launch(variant, outputs, inputs, softmax_scale, causal, launchers=None):
@@ -326,15 +334,15 @@ _sig = host.signature
 
 
 def _plan(inputs: tuple, head_dim_v: int, causal: bool) -> Callable:
-    """The checked launch of one call signature, ``plan(inputs, softmax_scale)``; the variant
-    and combine switches are part of the key, as they are read at each call."""
-    key = (selected_variant(), selected_combine(), head_dim_v, causal, *map(_sig, inputs))
+    """The checked launch of one call signature, ``plan(inputs, softmax_scale)``; the
+    switches are part of the key (a test may read them again between calls)."""
+    key = (*switches(), head_dim_v, causal, *map(_sig, inputs))
     return host.lookup(_PLANS, key, _resolve, inputs, head_dim_v, causal)
 
 
 def _resolve(inputs: tuple, head_dim_v: int, causal: bool) -> Callable:
     check_args(*inputs[:4], head_dim_v, *inputs[4:])
-    variant = selected_variant()
+    variant = switches()[0]
     kernels = compiled_kernels(variant, inputs[0], causal)
     # both kernels bound now to this signature's exact shapes (direct launchers); such a
     # plan checks every tensor of a later call itself, so the op may reuse it by q's shape
@@ -368,8 +376,7 @@ def flash_mla_with_kvcache(
     scale = float(D_QK**-0.5 if softmax_scale is None else softmax_scale)
     if host.plain_call(*inputs):
         # checked once per call signature, launched without the dispatcher (core.host)
-        key = (q.shape, q.dtype, k_cache.shape, head_dim_v, bool(causal))
-        key += (selected_variant(), selected_combine())
+        key = (q.shape, q.dtype, k_cache.shape, head_dim_v, bool(causal), switches())
         plan_args = (inputs, head_dim_v, bool(causal))
         out, lse = host.run(_FAST, key, (inputs, scale), _plan, *plan_args)
     else:

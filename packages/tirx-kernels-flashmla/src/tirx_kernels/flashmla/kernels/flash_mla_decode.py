@@ -50,7 +50,7 @@ from tirx_kernels.core.testing import (
 )
 
 from .._mla_combine_tirx import make_combine, make_combine_warp_rows
-from .._mla_decode_schedule import COMBINES, selected_combine, selected_variant, variants_to_check
+from .._mla_decode_schedule import COMBINES, variants_to_check
 from .._mla_decode_tirx import D_QK, D_V, PAGE
 from ..decode import (
     DECODE_FACTORIES,
@@ -59,6 +59,7 @@ from ..decode import (
     get_mla_metadata,
     launch,
     op_outputs,
+    switches,
 )
 
 KERNEL_META = {
@@ -412,7 +413,7 @@ def run_test(**config):
     badpages = config.get("badpages", False)
     meta, splits = get_mla_metadata(seqlens, s_q * h_q, 1)
     want_out, want_lse = reference(q, k_cache, table, seqlens, causal)
-    chosen = selected_variant()
+    chosen = switches()[0]
     report = {"splits": int(splits[-1]), "parts": int(meta.shape[0]), "variant": chosen}
     for variant in variants_to_check():
         if variant == chosen:
@@ -433,7 +434,7 @@ def run_test(**config):
         if variant == chosen:
             report.update(errs)
     # the other combine kernel behind the chosen split-KV kernel
-    for combine in (c for c in COMBINES if c != selected_combine()):
+    for combine in (c for c in COMBINES if c != switches()[1]):
         outputs = op_outputs(q, meta.shape[0])
         inputs = (q, k_cache, table, seqlens, meta, splits)
         launchers = compiled_kernels(chosen, q, causal, combine)
@@ -499,7 +500,7 @@ def run_bench(
     meta, splits = get_mla_metadata(seqlens, s_q * h_q, 1)
     op = torch.ops.tirx_kernels.flash_mla_with_kvcache
     scale = D_QK**-0.5
-    chosen = selected_variant()
+    chosen = switches()[0]
 
     def ours(variant):
         outputs = op_outputs(q, meta.shape[0])
@@ -532,7 +533,7 @@ def run_bench(
         return launch_ref
 
     refs = {"flash_mla": build_flashmla} if available("flash_mla") else {}
-    for combine in (c for c in COMBINES if c != selected_combine()):  # the other combine
+    for combine in (c for c in COMBINES if c != switches()[1]):  # the other combine
         refs[f"tirx_{combine}_combine"] = functools.partial(other_combine, combine)
     if available("flashinfer"):
         args = (q, k_cache, table, seqlens, scale, causal)
