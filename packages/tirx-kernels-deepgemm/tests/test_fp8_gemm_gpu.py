@@ -172,3 +172,14 @@ def test_wide_tiles_walked_by_few_ctas(cluster, multicast_a):
     assert torch.isfinite(d).all()
     for rows in torch.arange(M, device=d.device).split(128):
         assert calc_diff(d[rows], want[rows]) <= kernel.MAX_DIFF, f"rows {int(rows[0])}.."
+
+
+@pytest.mark.parametrize("batch", [1, 16])
+def test_public_calls_compute_the_same_product(batch):
+    """Each callable the per-call table times (ours, DeepGEMM's and torch's blockwise
+    scaled_mm where installed) gives the dequantized product: they time the same work."""
+    want = kernel.reference(*kernel.prepare_data(batch, 4096, 4096)[:4])
+    for name, call in kernel.public_calls(batch).items():
+        got = call().clone()  # ours and DeepGEMM's write the same output tensor
+        bound = 1e-3 if name == "torch_scaled_mm" else kernel.MAX_DIFF  # _build_scaled_mm's
+        assert calc_diff(got, want) <= bound, name

@@ -4,7 +4,8 @@
 ``single_prefill_with_kv_cache`` for one sequence, the ragged batch prefill wrapper for a
 batch or packed sequences. Each builder sets its call up (and JIT-builds FlashInfer's
 module per head dim the first time, slowly; cached under ``FLASHINFER_WORKSPACE_BASE``)
-and returns a launch. Imported only where FlashInfer is installed."""
+and returns a launch, which returns out as q's rows ``(tokens, heads_q, dv)``. Imported only
+where FlashInfer is installed."""
 
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ import torch
 WORKSPACE_BYTES = 128 << 20  # FlashInfer's recommended float workspace
 
 
-def single(q, k, v, causal: bool, scale: float) -> Callable[[], None]:
+def single(q, k, v, causal: bool, scale: float) -> Callable[[], torch.Tensor]:
     """FA3 on one sequence: q ``(seqlen_q, heads_q, d)``, k and v ``(seqlen_k, heads_kv, ·)``."""
     import flashinfer
 
     def launch():
-        flashinfer.single_prefill_with_kv_cache(
+        return flashinfer.single_prefill_with_kv_cache(
             q, k, v, causal=causal, sm_scale=scale, backend="fa3"
         )
 
@@ -28,7 +29,9 @@ def single(q, k, v, causal: bool, scale: float) -> Callable[[], None]:
     return launch
 
 
-def ragged(q, k, v, cu_seqlens_q, cu_seqlens_k, causal: bool, scale: float) -> Callable[[], None]:
+def ragged(
+    q, k, v, cu_seqlens_q, cu_seqlens_k, causal: bool, scale: float
+) -> Callable[[], torch.Tensor]:
     """FA3 on packed sequences: q ``(total_q, heads_q, d)``, k and v ``(total_k, heads_kv,
     ·)``, sequence ``i`` at rows ``cu_seqlens[i]:cu_seqlens[i + 1]`` (causal bottom-right
     aligned, as ours)."""
@@ -50,13 +53,13 @@ def ragged(q, k, v, cu_seqlens_q, cu_seqlens_k, causal: bool, scale: float) -> C
     )
 
     def launch():
-        wrapper.run(q, k, v)
+        return wrapper.run(q, k, v)
 
     launch()
     return launch
 
 
-def batched(q, k, v, causal: bool, scale: float) -> Callable[[], None]:
+def batched(q, k, v, causal: bool, scale: float) -> Callable[[], torch.Tensor]:
     """FA3 on a batch of equal lengths, q ``(batch, seqlen_q, heads_q, d)``: :func:`ragged`
     over its rows, or :func:`single` for one sequence."""
     batch, seqlen_q = q.shape[:2]

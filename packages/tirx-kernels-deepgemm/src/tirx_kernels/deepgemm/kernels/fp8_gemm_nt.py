@@ -273,6 +273,26 @@ def run_bench(M, N, K, **options):
 
 
 def public_calls(batch):
-    """Our op and torch's blockwise scaled_mm for ``batch`` x 4096 x 4096 (per-call cost)."""
+    """Our op for ``batch`` x 4096 x 4096 (per-call cost), beside ``deep_gemm.fp8_gemm_nt``
+    where it is installed and torch's blockwise ``F.scaled_mm`` where this torch has it;
+    each call returns the product."""
     aq, sfa, bq, sfb, d = prepare_data(batch, 4096, 4096)
-    return {"tirx": lambda: fp8_gemm_nt((aq, sfa), (bq, sfb), d)}
+
+    def ours():
+        fp8_gemm_nt((aq, sfa), (bq, sfb), d)
+        return d
+
+    calls = {"tirx": ours}
+    if testing.available("deep_gemm"):
+        import deep_gemm
+
+        def deep_gemm_call():
+            deep_gemm.fp8_gemm_nt((aq, sfa), (bq, sfb), d)
+            return d
+
+        calls["deep_gemm"] = deep_gemm_call
+    try:
+        calls["torch_scaled_mm"] = _build_scaled_mm(aq, sfa, bq, sfb)
+    except RuntimeError:  # no blockwise recipe in this torch: ours and DeepGEMM's only
+        pass
+    return calls

@@ -22,6 +22,7 @@ backends) and, when installed, FlashInfer's FA3 prefill.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -191,29 +192,9 @@ def run_bench(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal
     def ours():
         flash_attn_func(q, k, v, softmax_scale=scale, causal=causal)
 
-    def sdpa(backend):
-        def build():
-            import torch.nn.functional as F
-            from torch.nn.attention import SDPBackend, sdpa_kernel
-
-            qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
-            chosen = getattr(SDPBackend, backend)
-            gqa = heads_q != heads_kv
-
-            def launch():
-                with sdpa_kernel(chosen):
-                    F.scaled_dot_product_attention(
-                        qt, kt, vt, is_causal=causal, scale=scale, enable_gqa=gqa
-                    )
-
-            launch()
-            return launch
-
-        return build
-
     refs = {
-        "torch_sdpa_cudnn": sdpa("CUDNN_ATTENTION"),
-        "torch_sdpa_flash": sdpa("FLASH_ATTENTION"),
+        "torch_sdpa_cudnn": lambda: _sdpa(q, k, v, causal, scale, "CUDNN_ATTENTION"),
+        "torch_sdpa_flash": lambda: _sdpa(q, k, v, causal, scale, "FLASH_ATTENTION"),
     }
     if available("flashinfer"):
         from .. import _references
@@ -232,6 +213,28 @@ def run_bench(dtype, batch, seqlen_q, seqlen_k, heads_q, heads_kv, d, dv, causal
             tile = {"bm": 192, "bn": 192, "pv_smem": True}
             refs["tirx_bm192_pv_smem"] = lambda: _launch_with(data, scale, causal, tile)
     return bench(ours, refs, **options)
+
+
+def _sdpa(q, k, v, causal, scale, backend=None):
+    """A launch of torch SDPA on our layout's q, k, v (transposed views; it returns out
+    ``(batch, heads, seqlen_q, dv)``), warmed up: with ``backend`` (an ``SDPBackend`` name)
+    forced, else torch's own pick, as a user calls it."""
+
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    gqa = q.shape[2] != k.shape[2]
+    chosen = getattr(SDPBackend, backend) if backend else None
+
+    def launch():  # a context manager per call: sdpa_kernel's is single-use
+        with sdpa_kernel(chosen) if chosen is not None else contextlib.nullcontext():
+            return F.scaled_dot_product_attention(
+                qt, kt, vt, is_causal=causal, scale=scale, enable_gqa=gqa
+            )
+
+    launch()
+    return launch
 
 
 def _launch_with(data, scale, causal, override):
@@ -255,6 +258,16 @@ def _launch_with(data, scale, causal, override):
 
 
 def public_calls(batch):
-    """Our op on ``batch`` sequences of 128 tokens (32 heads, d128), for the per-call cost."""
+    """Our op on ``batch`` sequences of 128 tokens (32 heads, d128), for the per-call cost,
+    beside torch SDPA (its own backend pick) and FlashInfer's FA3 where it is installed."""
     data = prepare_data("bfloat16", batch, 128, 128, 32, 32, 128, 128)
-    return {"tirx": lambda: flash_attn_func(**data)}
+    q, k, v = data["q"], data["k"], data["v"]
+    calls = {
+        "tirx": lambda: flash_attn_func(**data),
+        "torch_sdpa": _sdpa(q, k, v, False, 128**-0.5),
+    }
+    if available("flashinfer"):
+        from .. import _references
+
+        calls["flashinfer_fa3"] = _references.batched(q, k, v, False, 128**-0.5)
+    return calls
