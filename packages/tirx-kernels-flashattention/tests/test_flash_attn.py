@@ -12,12 +12,14 @@ import itertools
 import math
 import random
 import re
+import types
 
 import pytest
 import torch
 
 from tirx_kernels.core.sm90.pipeline import MBarrierModel, PhaseCounter, RingModel
 from tirx_kernels.core.sm90.wgmma import a_coord, acc_coord
+from tirx_kernels.flashattention import _attention_schedule as schedule_module
 from tirx_kernels.flashattention import flash_attn_func, flash_attn_varlen_func
 from tirx_kernels.flashattention._attention_schedule import (
     BM,
@@ -26,6 +28,7 @@ from tirx_kernels.flashattention._attention_schedule import (
     L2_KV_BYTES,
     max_stages,
     num_kv_blocks,
+    override_text,
     parse_override,
     pick_schedule,
     pick_tiles,
@@ -407,21 +410,49 @@ def test_schedule_override_from_the_environment(monkeypatch):
     assert (s.bn, s.split_kv, s.pingpong, s.overlap) == (128, False, False, True)
 
 
-def test_the_environment_is_read_at_each_call(monkeypatch):
-    """The op's schedule is cached per (head dims, mask, variable's text): a changed
-    variable takes effect at the next call, and a bad one fails every call."""
-    monkeypatch.delenv(ENV, raising=False)
-    assert pick_schedule(128, 128, True).persistent
-    monkeypatch.setenv(ENV, "persistent=0")
+def _set_override(monkeypatch, text):
+    """``$TIRX_FLASH_ATTN_SCHEDULE`` = ``text`` (None: unset), read again at the next call."""
+    if text is None:
+        monkeypatch.delenv(ENV, raising=False)
+    else:
+        monkeypatch.setenv(ENV, text)
+    override_text.cache_clear()
+
+
+def test_the_environment_is_read_at_the_first_call_only(monkeypatch):
+    """The variable is read once (``override_text.cache_clear()`` reads it again): a
+    later change does not reach the op, so a call does not pay for the lookup."""
+    _set_override(monkeypatch, "persistent=0")
     assert not pick_schedule(128, 128, True).persistent
-    monkeypatch.setenv(ENV, "bm=7")
+    monkeypatch.delenv(ENV)  # not seen until the cache is cleared
+    assert not pick_schedule(128, 128, True).persistent
+
+    class NoLookup:
+        def get(self, *args):
+            raise AssertionError("a call read the environment")
+
+    monkeypatch.setattr(schedule_module, "os", types.SimpleNamespace(environ=NoLookup()))
+    assert not pick_schedule(128, 128, True).persistent
+    override_text.cache_clear()
+    with pytest.raises(AssertionError, match="read the environment"):
+        pick_schedule(128, 128, True)
+
+
+def test_the_schedule_follows_the_environment(monkeypatch):
+    """The op's schedule is cached per (head dims, mask, variable's text): a bad variable
+    fails every call."""
+    _set_override(monkeypatch, None)
+    assert pick_schedule(128, 128, True).persistent
+    _set_override(monkeypatch, "persistent=0")
+    assert not pick_schedule(128, 128, True).persistent
+    _set_override(monkeypatch, "bm=7")
     for _ in range(2):
         with pytest.raises(ValueError, match="kBlockM 7"):
             pick_schedule(128, 128, True)
-    monkeypatch.setenv(ENV, "overlap=0")
+    _set_override(monkeypatch, "overlap=0")
     s = pick_schedule(64, 64, False)
     assert (s.bn, s.overlap, s.pingpong) == (192, False, False)  # ping-pong needs overlap
-    monkeypatch.delenv(ENV)
+    _set_override(monkeypatch, None)
     assert pick_schedule(128, 128, False) == pick_schedule(128, 128, False, {})
     assert pick_schedule(256, 256, True).pingpong is False  # upstream: d <= 128 only
 

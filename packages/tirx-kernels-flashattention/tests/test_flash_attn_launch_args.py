@@ -11,7 +11,7 @@ import torch
 
 from tirx_kernels.core import host, testing
 from tirx_kernels.flashattention import attention, flash_attn_func, flash_attn_varlen_func
-from tirx_kernels.flashattention._attention_schedule import HEAD_DIMS
+from tirx_kernels.flashattention._attention_schedule import HEAD_DIMS, override_text
 from tirx_kernels.flashattention._attention_tirx import make_flash_fwd, make_flash_fwd_varlen
 
 
@@ -117,7 +117,8 @@ def test_a_call_signature_is_checked_and_resolved_once(launched, monkeypatch):
         flash_attn_func(q, k, k, causal=True)
     assert len(launched) == 3 and len(keys) == 1
     flash_attn_func(q[:, :49].contiguous(), k, k, causal=True)  # a new signature
-    monkeypatch.setenv("TIRX_FLASH_ATTN_SCHEDULE", "pingpong=0")  # read at each call
+    monkeypatch.setenv("TIRX_FLASH_ATTN_SCHEDULE", "pingpong=0")
+    override_text.cache_clear()  # read at the next call
     flash_attn_func(q, k, k, causal=True)
     assert len(keys) == 3 and keys[2][-1] != keys[0][-1] and keys[1] == keys[0]
 

@@ -14,7 +14,8 @@ upstream's kBlockN and a K/V ring of ``stages`` slots plus the Q tile in shared 
 The environment variable ``TIRX_FLASH_ATTN_SCHEDULE`` overrides the default, e.g.
 ``overlap=0`` or ``bn=128,split_kv=0,pingpong=0,regs=40`` (keys: ``bm``, ``bn``,
 ``stages``, ``overlap``, ``pingpong``, ``split_kv``, ``regs``, ``pv_smem``, ``persistent``,
-``grid``; flags 0/1); it is read at each call, so the compiled kernel follows it. The
+``grid``; flags 0/1); it is read at the first call (:func:`override_text`), so the
+compiled kernel follows it. The
 persistent schedule's tile order (after ``hopper/tile_scheduler.hpp``) is
 :func:`tile_coords`. Pure Python (no compiler import).
 """
@@ -128,14 +129,20 @@ def parse_override(text: str) -> dict:
     return out
 
 
+@functools.cache
+def override_text() -> str:
+    """``$TIRX_FLASH_ATTN_SCHEDULE``, read at the first call; ``override_text.cache_clear()``
+    reads it again. Once, not per call: a lookup of an unset variable costs about a µs."""
+    return os.environ.get(ENV, "")
+
+
 def pick_schedule(
     d: int, dv: int, causal: bool, override: dict | None = None, varlen: bool = False
 ) -> Schedule:
     """The default schedule for head dims (``d``, ``dv``) of the batched or ``varlen``
-    kernel, with ``override`` applied (None: the one of ``TIRX_FLASH_ATTN_SCHEDULE``, read at
-    each call)."""
+    kernel, with ``override`` applied (None: the one of :func:`override_text`)."""
     if override is None:  # once per (head dims, mask, variable): every call of the op asks
-        return _environment_schedule(d, dv, causal, varlen, os.environ.get(ENV, ""))
+        return _environment_schedule(d, dv, causal, varlen, override_text())
     return _schedule(d, dv, causal, override, varlen)
 
 

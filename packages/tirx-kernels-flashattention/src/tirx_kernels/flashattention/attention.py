@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -25,8 +24,7 @@ import torch
 from tirx_kernels.core import host, toolchain
 from tirx_kernels.core.ops import public_op
 
-from ._attention_schedule import ENV as SCHEDULE_ENV
-from ._attention_schedule import HEAD_DIMS, pick_schedule
+from ._attention_schedule import HEAD_DIMS, override_text, pick_schedule
 from ._attention_tirx import DTYPES, make_flash_fwd, make_flash_fwd_varlen, needs_counter
 
 _TORCH_DTYPES = {getattr(torch, name): name for name in DTYPES}
@@ -89,8 +87,8 @@ _sig = host.signature
 
 def _plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> Callable:
     """The checked launch of one call signature, ``plan(out, lse, q, k, v, scale)``; the
-    schedule override is part of the key, as it is read at each call."""
-    key = (causal, os.environ.get(SCHEDULE_ENV), _sig(q), _sig(k), _sig(v))
+    schedule override is part of the key (``override_text.cache_clear()`` reads it again)."""
+    key = (causal, override_text(), _sig(q), _sig(k), _sig(v))
     return host.lookup(_PLANS, key, _resolve, q, k, v, causal)
 
 
@@ -119,7 +117,7 @@ def _varlen_plan(q, k, v, cu_seqlens_q, cu_seqlens_k, causal: bool) -> Callable:
     """:func:`_plan` of packed sequences: ``plan(out, lse, q, k, v, cu_seqlens_q,
     cu_seqlens_k, max_seqlen_q, scale)``."""
     sigs = (_sig(q), _sig(k), _sig(v), _sig(cu_seqlens_q), _sig(cu_seqlens_k))
-    key = (causal, os.environ.get(SCHEDULE_ENV), *sigs)
+    key = (causal, override_text(), *sigs)
     return host.lookup(_PLANS, key, _resolve_varlen, q, k, v, cu_seqlens_q, cu_seqlens_k, causal)
 
 
