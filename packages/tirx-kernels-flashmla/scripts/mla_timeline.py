@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", nargs="+", default=["128x1024", "64x8192", "16x1024"])
     # the variants built by v5's make_decode, which has the timeline build
-    parser.add_argument("--variant", default="v9", choices=["v5", "v7", "v9"])
+    parser.add_argument("--variant", default="v9", choices=["v5", "v7", "v9", "v10"])
     parser.add_argument("--heads", type=int, default=128, choices=[16, 32, 64, 128])
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)

@@ -23,6 +23,8 @@ pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not f
         ("v7", "float16", 16, 2, True),
         ("v9", "bfloat16", 128, 1, False),
         ("v9", "float16", 16, 2, True),
+        ("v10", "bfloat16", 128, 1, False),
+        ("v10", "float16", 16, 2, True),
     ],
 )
 def test_split_kv_kernel_assembles_without_spills_or_serialized_wgmmas(
@@ -79,6 +81,19 @@ def test_v9_stages_the_epilogue_and_stores_it_by_bulk_copies():
     assert (body.count("OACC_ptr["), body.count("OUT_ptr[")) == (1, 1)  # the copies' rows
     read = body.index("bulk_wait_group_read_0()")
     assert body.index("tirx_kernels_bulk_store(") < read < body.index("(&(Q_ptr[")
+
+
+def test_v10_issues_the_next_q_before_the_staged_stores_and_its_pages_after():
+    """v10 (``early_q``): the next request's Q (18 cp.async a thread) goes out after the
+    last pair step, before the epilogue writes the staging; its first pages (TMA) after the
+    bulk copies have read the staging, as v9's."""
+    func = decode.DECODE_FACTORIES["v10"]("bfloat16", 128, 1, False)
+    body = toolchain.cuda_source(toolchain.compile(func)).split("for (int it = 0", 1)[1]
+    staging = body.index("st_vec_shared_v2_f32(")
+    read = body.index("bulk_wait_group_read_0()")
+    assert body[:staging].count("(&(Q_ptr[") == 18
+    assert body[staging:].count("(&(Q_ptr[") == 0
+    assert "cp_async_bulk_tensor" in body[read:]
 
 
 def test_the_timeline_build_marks_each_phase_and_keeps_the_schedule():

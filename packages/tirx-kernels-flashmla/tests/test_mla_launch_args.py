@@ -193,7 +193,7 @@ def test_the_direct_launcher_reads_each_variants_host_code(variant, monkeypatch)
     args += (outputs[0].view(3, 128, 512), outputs[1].view(3, 128), 0.1)
     (launch,) = launch_spec.launch_spec(toolchain.host_code(exe), args)
     assert launch.dims[:2] == [meta.shape[0], 2] and launch.smem > 0
-    if variant in ("v5", "v7", "v9"):
+    if variant != "v1":  # v5 and after load the pages by TMA
         (tmap,) = launch.maps
         assert (tmap.arg, tmap.dims, tmap.strides) == (1, [576, 12 * 64], [576 * 2])
         assert (tmap.box, tmap.swizzle) == ([64, 64], 3)

@@ -34,10 +34,11 @@ META_INTS = 8
 # warpgroups compute the whole S), "v5" (_mla_decode_v5_tirx, upstream's schedule: pages in
 # pairs, one per warpgroup), "v7" (v5 with the next request's Q and first pages issued
 # before a request's epilogue), "v9" (v7 whose epilogue stages O in shared memory and stores
-# each row by one bulk copy); "v2", "v3", "v4", "v6" and "v8" were dropped (the doc says
-# why). The environment variable overrides the default per process, e.g.
+# each row by one bulk copy), "v10" (v9 with the next request's Q issued before the stores,
+# its pages after them: upstream's order); "v2", "v3", "v4", "v6" and "v8" were dropped (the
+# doc says why). The environment variable overrides the default per process, e.g.
 # TIRX_FLASHMLA_VARIANT=v1 falls back to the first kernel.
-VARIANTS = ("v1", "v5", "v7", "v9")
+VARIANTS = ("v1", "v5", "v7", "v9", "v10")
 DEFAULT_VARIANT = "v9"  # why: docs/mla_decode.md, "Status"
 VARIANT_ENV = "TIRX_FLASHMLA_VARIANT"
 

@@ -149,6 +149,7 @@ def split_kv_kernel(
     request_prefetch=None,
     timeline=False,
     staging=None,
+    q_ahead=None,
 ):
     """The split-KV decode PrimFunc ``name`` (``smem`` bytes of dynamic shared memory): what
     every variant shares -- the signature (batch, page count, table width, scheduler parts
@@ -169,7 +170,12 @@ def split_kv_kernel(
     buffer where thread 0 of each warpgroup marks the :data:`EVENTS`. ``staging``: the byte
     offset in the arena of :data:`STAGING_BYTES` that the epilogue may reuse, to store
     through shared memory by bulk copies (:func:`_store_staged`, before the next request's
-    loads), else each thread stores its registers directly."""
+    loads), else each thread stores its registers directly. ``q_ahead(Q, req, mt, base, tid,
+    R, tiles)``, with ``staging``: the next request's Q load (when it has blocks), issued
+    before the staged stores, as upstream orders them (Q's space is free once the last S is
+    done; the pages' only after the staging is read), ``request_prefetch`` the rest."""
+    if q_ahead is not None and staging is None:
+        raise ValueError("q_ahead needs a staged epilogue (staging)")
     request_start = request_start or cp_async_request_start
     causal = bool(causal) and s_q > 1
     R = s_q * h_q
@@ -244,6 +250,13 @@ def split_kv_kernel(
             marks.begin(STORE)
             if T.constexpr(staging is not None):
                 T.cuda.cta_sync()  # every P V is done reading the pages the staging reuses
+                if T.constexpr(q_ahead is not None):
+                    if req < last_req:
+                        n_seqlen, n_lo, n_hi, n_split = _request_blocks(
+                            SEQ, META, NSPL, MAXB, part, req + 1, begin_req, end_req
+                        )
+                        if n_lo < n_hi:
+                            q_ahead(Q, req + 1, mt, base, tid, R, tiles)
                 _store_staged(
                     (OACC, LACC, OUT, LSE),
                     (m, lsum, acc_o),

@@ -81,6 +81,7 @@ def make_decode(
     causal=False,
     prefetch=False,
     staged_stores=False,
+    early_q=False,
     timeline=False,
 ):
     """v5 split-KV decode PrimFunc for one (dtype, h_q, s_q, causal); the same signature and
@@ -89,7 +90,9 @@ def make_decode(
     instead of at the next request's start (upstream loads the next Q there).
     ``staged_stores`` (variant v9, with ``prefetch``): the epilogue stages O in the two
     pages' shared memory and stores it by one bulk copy per row (upstream's), and the next
-    request's loads follow once the copies have read it.
+    request's loads follow once the copies have read it. ``early_q`` (variant v10, with
+    ``staged_stores``): the next request's Q goes out before the staged stores, its pages
+    after them (upstream's order).
     ``timeline``: the profiling build (:func:`._mla_decode_tirx.split_kv_kernel`)."""
     check_static(dtype, h_q, s_q)
     cvt, mma_s, mma_o = wgmma_ops(dtype, PAGE)
@@ -127,21 +130,35 @@ def make_decode(
             dsl.wgmma_commit()
 
     @T.inline
-    def request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, pages):
-        """Pages ``lo`` and ``lo + 1`` by TMA (issued first: their loads overlap Q's), then Q
-        by cp.async (one group)."""
+    def first_pages(KC, BT, NT, req, lo, hi, tid, pages):
+        """Pages ``lo`` and ``lo + 1`` by TMA (one thread issues them)."""
         if tid == 0:
             pages.issue(KC, BT, NT, req, lo, 0, LEFT + RIGHT)
             if lo + 1 < hi:
                 pages.issue(KC, BT, NT, req, lo + 1, 1, RIGHT + LEFT)
+
+    @T.inline
+    def q_load(Q, req, mt, base, tid, R, tiles):
+        """Q by cp.async (one group)."""
         _load_q(Q, req, mt, base, tid, R)
         T.ptx.cp.async_.commit_group()
 
     @T.inline
-    def request_prefetch(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, tiles):
-        """(v7) The next request's loads, issued while this one's epilogue stores."""
+    def request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, tiles):
+        """The first pages (issued first: their loads overlap Q's), then Q."""
         arena, xch, rowmax, scales, acc_s, pa, rq8, pages, loaded = tiles
-        request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, pages)
+        first_pages(KC, BT, NT, req, lo, hi, tid, pages)
+        q_load(Q, req, mt, base, tid, R, tiles)
+
+    @T.inline
+    def request_prefetch(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, tiles):
+        """(v7) The next request's loads, issued while this one's epilogue stores; (v10)
+        its pages only, Q having gone out before the stores."""
+        arena, xch, rowmax, scales, acc_s, pa, rq8, pages, loaded = tiles
+        if T.constexpr(early_q):
+            first_pages(KC, BT, NT, req, lo, hi, tid, pages)
+        else:
+            request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, tiles)
         loaded[0] = 1
 
     @T.inline
@@ -156,10 +173,10 @@ def make_decode(
             rowmax[tid] = T.float32(M_INIT)
         if T.constexpr(prefetch):
             if loaded[0] == 0:  # the part's first request: nothing was issued ahead
-                request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, pages)
+                request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, tiles)
             loaded[0] = 0
         else:
-            request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, pages)
+            request_loads(Q, KC, BT, NT, req, lo, hi, mt, base, tid, R, tiles)
         T.ptx["cp.async.wait_group"](0)
         T.ptx.fence.proxy.async_.shared__cta()  # cp.async writes -> wgmma reads
         T.cuda.cta_sync()
@@ -321,6 +338,7 @@ def make_decode(
         request_prefetch=request_prefetch if prefetch else None,
         timeline=timeline,
         staging=TILE_BYTES if staged_stores else None,  # the two pages, after Q
+        q_ahead=q_load if early_q else None,
     )
 
 

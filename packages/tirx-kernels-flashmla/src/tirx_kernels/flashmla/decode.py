@@ -74,6 +74,9 @@ DECODE_FACTORIES = {
     "v5": _mla_decode_v5_tirx.make_decode,
     "v7": functools.partial(_mla_decode_v5_tirx.make_decode, prefetch=True),
     "v9": functools.partial(_mla_decode_v5_tirx.make_decode, prefetch=True, staged_stores=True),
+    "v10": functools.partial(
+        _mla_decode_v5_tirx.make_decode, prefetch=True, staged_stores=True, early_q=True
+    ),
 }
 
 
