@@ -127,6 +127,34 @@ def test_constants_are_baked_in_and_no_longer_passed(from_argument):
         direct_launch.bound(from_argument, x, y, 0.25, 3, constants=(0,), dry=True)
 
 
+def test_tensors_as_called_are_taken_unviewed_and_checked_by_their_own_shape(fixed):
+    """``as_called``: callers pass x as (10, 10) and y as (4, 25) where the kernel declares
+    (100,): the same parameters as the 1D views give, and the 1D shape is now refused."""
+    x, y = torch.zeros(100), torch.zeros(100)
+    x2, y2 = torch.ones(10, 10), torch.ones(4, 25)
+    as_called = (x2, y2)
+    launch = direct_launch.bound(fixed, x, y, 2.0, 5, as_called=as_called, dry=True)
+    plain = direct_launch.bound(fixed, x, y, 2.0, 5, dry=True)
+    assert list(launch(x2, y2, 0.5, 5)) == list(plain(x2.view(-1), y2.view(-1), 0.5, 5))
+    with pytest.raises(ValueError):
+        launch(x2.view(-1), y2, 0.5, 5)  # the declared shape is no longer what it checks
+    with pytest.raises(ValueError):
+        launch(torch.ones(10, 20)[:, ::2], y2, 0.5, 5)  # strided
+
+
+@pytest.mark.parametrize(
+    "called",
+    [
+        torch.zeros(10, 20)[:, ::2],  # not contiguous
+        torch.zeros(10, 11),  # another element count
+        torch.zeros(10, 10, dtype=torch.float64),  # another dtype
+    ],
+)
+def test_a_tensor_as_called_must_hold_the_examples_elements(fixed, called):
+    x, y = torch.zeros(100), torch.zeros(100)
+    assert direct_launch.bound(fixed, x, y, 2.0, 5, as_called=(called,), dry=True) is None
+
+
 @pytest.mark.parametrize(
     "bad, error",
     [

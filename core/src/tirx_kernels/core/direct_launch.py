@@ -96,9 +96,14 @@ def _kernel(executable: Any, name: str, device: int, smem: int) -> int:
     return library().kernel(executable.library_handle, name, device, smem)
 
 
-def _checks(params: list, examples: tuple) -> list[tuple[int, list[int]]] | None:
+def _checks(
+    params: list, examples: tuple, as_called: tuple = ()
+) -> list[tuple[int, list[int]]] | None:
     """(argument, its C++ check: device, dtype, alignment, shape) of each tensor of
-    ``examples``, or ``None`` when an example is not what the kernel declares."""
+    ``examples``, or ``None`` when an example is not what the kernel declares. A tensor at
+    the same index of ``as_called`` is what callers will pass instead: the check is of its
+    shape, and it must hold the example's elements in the same order (a contiguous tensor
+    of the same dtype and element count, as a reshape of it is)."""
     import tvm_ffi
 
     checks: list[tuple[int, list[int]]] = []
@@ -120,11 +125,28 @@ def _checks(params: list, examples: tuple) -> list[tuple[int, list[int]]] | None
             or example.data_ptr() % align
         ):
             return None
+        called = as_called[i] if i < len(as_called) else None
+        if called is not None:
+            if not _same_elements(called, example):
+                return None
+            shape = [int(n) for n in called.shape]
         device = (_DEVICE_TYPES[example.device.type], example.device.index or 0)
         checks.append(
             (i, [*device, dtype.type_code, dtype.bits, dtype.lanes, align, len(shape), *shape])
         )
     return checks
+
+
+def _same_elements(called: Any, example: Any) -> bool:
+    """Whether ``called`` is contiguous and holds ``example``'s elements in its order: its
+    dtype, device and element count (a contiguous reshape of it)."""
+    return (
+        hasattr(called, "data_ptr")
+        and called.is_contiguous()
+        and called.dtype == example.dtype
+        and called.device == example.device
+        and called.numel() == example.numel()
+    )
 
 
 def _on_gpu(examples: tuple) -> bool:
@@ -165,14 +187,22 @@ def _bind_constants(launches: list, examples: tuple, constants: tuple[int, ...])
 
 
 def bound(
-    executable: Any, *examples: Any, constants: tuple[int, ...] = (), dry: bool = False
+    executable: Any,
+    *examples: Any,
+    constants: tuple[int, ...] = (),
+    as_called: tuple = (),
+    dry: bool = False,
 ) -> Callable | None:
     """A launcher taking the arguments of ``executable``'s host function, bound to the shapes,
     dtypes, alignment and device of ``examples`` (scalars may change per call, except the int
     ones a launch dimension is computed from, which are pinned), or ``None``
     where the host code does what this launcher does not (see :mod:`.launch_spec`) or the
     module cannot be built. ``constants``: indices of scalar arguments baked in with their
-    example values; the launcher then takes the other arguments only. ``dry``: check and
+    example values; the launcher then takes the other arguments only. ``as_called``: per
+    argument, ``None`` or the tensor callers pass in the example's place, of another shape
+    but the same elements (say q ``(batch, seqlen, heads, d)`` where the kernel declares its
+    ``(rows, heads * d)`` view): the launcher checks and takes that shape, so a call needs no
+    view. ``dry``: check and
     return the kernels' parameters and launch dimensions as int64 words instead of
     launching (tests, no GPU)."""
     if not ENABLED or not hasattr(executable, "tirx_func") or not (dry or _on_gpu(examples)):
@@ -181,7 +211,7 @@ def bound(
         return None
     func, _arch = executable.tirx_func
     launches = launch_spec.launch_spec(_host_code(executable), examples)
-    checks = _checks(list(func.params), examples) if launches else None
+    checks = _checks(list(func.params), examples, as_called) if launches else None
     if launches is None or checks is None or len(examples) != len(func.params):
         return None
     kept = _bind_constants(launches, examples, constants)

@@ -72,16 +72,16 @@ def main_of(executable: Any) -> Callable:
 
 
 def direct_launcher(
-    executable: Any, *examples: Any, constants: tuple[int, ...] = ()
+    executable: Any, *examples: Any, constants: tuple[int, ...] = (), as_called: tuple = ()
 ) -> Callable | None:
     """A launcher of ``executable`` for calls shaped as ``examples`` (its host function's
-    arguments; the scalars at ``constants`` baked in and no longer passed) that skips TVM's
-    CUDA-module launcher and checks as the host function does
-    (:func:`tirx_kernels.core.direct_launch.bound`), or ``None`` where that does not apply:
-    callers then keep ``main_of(executable)``."""
+    arguments; the scalars at ``constants`` baked in and no longer passed; tensors taken as
+    ``as_called`` shapes them, unviewed) that skips TVM's CUDA-module launcher and checks as
+    the host function does (:func:`tirx_kernels.core.direct_launch.bound`), or ``None``
+    where that does not apply: callers then keep ``main_of(executable)``."""
     from . import direct_launch
 
-    return direct_launch.bound(executable, *examples, constants=constants)
+    return direct_launch.bound(executable, *examples, constants=constants, as_called=as_called)
 
 
 def bound_on_first_call(executable: Any) -> Callable:
