@@ -12,7 +12,7 @@ import torch
 
 from tirx_kernels.core import host, testing
 from tirx_kernels.flashmla import decode
-from tirx_kernels.flashmla._mla_decode_schedule import VARIANTS
+from tirx_kernels.flashmla._mla_decode_schedule import DEFAULT_VARIANT, VARIANTS
 
 
 @pytest.fixture
@@ -124,7 +124,7 @@ def _call_args():
 def test_a_plan_binds_both_kernels_on_its_first_call(launched, monkeypatch):
     binds, calls = [], []
 
-    def direct_launcher(executable, *args):
+    def direct_launcher(executable, *args, as_called=()):
         binds.append(len(args))
         return lambda *args: calls.append(len(args))
 
@@ -144,8 +144,8 @@ def test_a_bound_plan_is_reused_by_shape_and_a_refused_call_is_checked(launched,
     signature lookup; a tensor the launcher refuses (here a block table of another width)
     gets the full checks: its own plan, or the ValueError naming it."""
 
-    def direct_launcher(executable, *examples):
-        bound = [(a.shape, a.dtype) for a in examples if isinstance(a, torch.Tensor)]
+    def direct_launcher(executable, *examples, as_called=()):
+        bound = [(a.shape, a.dtype) for a in as_called if isinstance(a, torch.Tensor)]
 
         def launch(*args):
             if [(a.shape, a.dtype) for a in args if isinstance(a, torch.Tensor)] != bound:
@@ -200,6 +200,30 @@ def test_the_direct_launcher_reads_each_variants_host_code(variant, monkeypatch)
     else:
         assert not launch.maps
     assert direct_launch.bound(exe, *args, dry=True) is not None
+
+
+def test_the_plans_launchers_take_the_ops_tensors_unviewed(monkeypatch):
+    """Dry (CPU tensors): bound ``as_called`` with the op's own tensors (``unviewed_args``),
+    the decode and combine launchers accept them and pass the kernels exactly the words
+    the viewed arguments (``kernel_args``) give, and refuse the views."""
+    from tirx_kernels.core import direct_launch, launch_spec
+
+    monkeypatch.setattr(launch_spec, "TMA", True)
+    q = torch.zeros(3, 2, 64, 576, dtype=torch.bfloat16)
+    k_cache = torch.zeros(12, 64, 1, 576, dtype=torch.bfloat16)
+    lens = torch.tensor([100, 1, 256], dtype=torch.int32)
+    meta, splits = decode.get_mla_metadata(lens, 128, 1)
+    inputs = (q, k_cache, torch.arange(12, dtype=torch.int32).view(3, 4), lens, meta, splits)
+    outputs = decode.op_outputs(q, meta.shape[0])
+    viewed = decode.kernel_args(outputs, inputs, 0.1)
+    unviewed = decode.unviewed_args(outputs, inputs, 0.1)
+    kernels = decode.compiled_kernels(DEFAULT_VARIANT, q, True)
+    for exe, args, called in zip(kernels, viewed, unviewed):
+        launch = direct_launch.bound(exe, *args, as_called=called, dry=True)
+        plain = direct_launch.bound(exe, *args, dry=True)
+        assert list(launch(*called)) == list(plain(*args))
+        with pytest.raises(ValueError):
+            launch(*args)
 
 
 def test_device_metadata_launch_matches_the_kernel(monkeypatch):

@@ -216,18 +216,25 @@ def kernel_args(outputs, inputs, softmax_scale) -> tuple[tuple, tuple]:
     (batch, s_q * h_q, ...) rows. ValueError where q or k_cache cannot be viewed so (not
     contiguous), before any launch."""
     out, lse, out_accum, lse_accum = outputs
-    q, k_cache, block_table, cache_seqlens, tile_scheduler_metadata, num_splits = inputs
+    q, k_cache, *tables = inputs
     batch, s_q, h_q, _ = q.shape
     rows = s_q * h_q
     try:
         q_rows, k_rows = q.view(batch, rows, D_QK), k_cache.view(-1, D_QK)
     except RuntimeError as e:
         raise ValueError(f"flash_mla_with_kvcache: q and k_cache must be contiguous ({e})") from e
-    out_rows, lse_rows = out.view(batch, rows, D_V), lse.view(batch, rows)
-    decode_args = (q_rows, k_rows, block_table, cache_seqlens, tile_scheduler_metadata)
-    decode_args += (num_splits, out_accum, lse_accum, out_rows, lse_rows)
-    decode_args += (float(softmax_scale) * _LOG2E,)
-    return decode_args, (num_splits, out_accum, lse_accum, out_rows, lse_rows)
+    viewed = (out.view(batch, rows, D_V), lse.view(batch, rows), out_accum, lse_accum)
+    return unviewed_args(viewed, (q_rows, k_rows, *tables), softmax_scale)
+
+
+def unviewed_args(outputs, inputs, softmax_scale) -> tuple[tuple, tuple]:
+    """:func:`kernel_args` with the op's tensors as they are: what launchers bound with
+    them ``as_called`` (``host.direct_launcher``) take."""
+    out, lse, out_accum, lse_accum = outputs
+    q, k_cache, block_table, cache_seqlens, tile_scheduler_metadata, num_splits = inputs
+    decode_args = (q, k_cache, block_table, cache_seqlens, tile_scheduler_metadata)
+    decode_args += (num_splits, out_accum, lse_accum, out, lse, float(softmax_scale) * _LOG2E)
+    return decode_args, (num_splits, out_accum, lse_accum, out, lse)
 
 
 _LOG2E = 1.4426950408889634
@@ -347,17 +354,24 @@ def _resolve(inputs: tuple, head_dim_v: int, causal: bool) -> Callable:
     check_args(*inputs[:4], head_dim_v, *inputs[4:])
     variant = switches()[0]
     kernels = compiled_kernels(variant, inputs[0], causal)
-    # both kernels bound now to this signature's exact shapes (direct launchers); such a
-    # plan checks every tensor of a later call itself, so the op may reuse it by q's shape
-    examples = kernel_args(op_outputs(inputs[0], inputs[4].shape[0]), inputs, 1.0)
-    launchers = [host.direct_launcher(k, *args) for k, args in zip(kernels, examples)]
+    # both kernels bound now to this signature's exact shapes (direct launchers), taking the
+    # op's tensors unviewed; such a plan checks every tensor of a later call itself, so the
+    # op may reuse it by q's shape
+    outputs = op_outputs(inputs[0], inputs[4].shape[0])
+    examples = zip(kernels, kernel_args(outputs, inputs, 1.0), unviewed_args(outputs, inputs, 1.0))
+    launchers = [host.direct_launcher(k, *args, as_called=called) for k, args, called in examples]
     exact = all(launchers)
     if not exact:
         launchers = list(map(host.bound_on_first_call, kernels))
 
     def plan(inputs, softmax_scale):
         outputs = op_outputs(inputs[0], inputs[4].shape[0])
-        launch(variant, outputs, inputs, softmax_scale, causal, launchers)
+        if exact:  # no views: the launchers take the tensors as they are
+            decode_args, combine_args = unviewed_args(outputs, inputs, softmax_scale)
+            launchers[0](*decode_args)
+            launchers[1](*combine_args)
+        else:
+            launch(variant, outputs, inputs, softmax_scale, causal, launchers)
         return outputs[:2]
 
     return host.kernel_checked(plan) if exact else plan
