@@ -136,11 +136,13 @@ def test_eager_calls_on_plain_cuda_tensors_skip_the_op(launched, monkeypatch):
         flash_attn_func(q, q.bfloat16(), q.bfloat16())
 
 
-def test_a_plan_binds_the_direct_launcher_to_its_first_call(launched, monkeypatch):
+def test_a_plan_binds_the_direct_launcher_to_its_signature(launched, monkeypatch):
+    """Bound once per call signature, to the kernel's 2D views and taking the caller's
+    tensors as they are (``as_called``): a call makes no view."""
     binds, calls = [], []
 
-    def direct_launcher(kernel, *args):
-        binds.append(args)
+    def direct_launcher(kernel, *args, as_called=()):
+        binds.append((args, as_called))
         return lambda *args: calls.append(args)
 
     monkeypatch.setattr(host, "direct_launcher", direct_launcher)
@@ -149,10 +151,11 @@ def test_a_plan_binds_the_direct_launcher_to_its_first_call(launched, monkeypatc
     k = torch.zeros(2, 77, 2, 128, dtype=torch.float16)
     for scale in (0.1, 0.2):
         flash_attn_func(q, k, k, softmax_scale=scale)
-    (args,) = binds  # once per call signature
-    assert args[5:] == (2, 131, 77, 0.1)  # batch, seqlen_q, seqlen_k, scale
+    ((args, as_called),) = binds  # once per call signature
+    assert args[5:] == as_called[5:] == (2, 131, 77, 1.0)  # batch, seqlens, an example scale
+    assert args[0].shape == (2 * 131, 8 * 128) and as_called[0] is q
     assert [c[5:] for c in calls] == [(2, 131, 77, 0.1), (2, 131, 77, 0.2)]
-    assert calls[0][0].shape == (2 * 131, 8 * 128) and not launched
+    assert calls[0][0] is q and calls[0][3].shape == (2, 131, 8, 128) and not launched
 
 
 @pytest.mark.parametrize(
@@ -218,3 +221,31 @@ def test_tensors_at_any_legal_offset_launch_and_others_are_named(launched):
     assert len(launched) == 2
     with pytest.raises(ValueError, match=r"q: must be 16-byte aligned.*pass q\.clone\(\)"):
         flash_attn_func(testing.misaligned_like(q).zero_(), kv, kv)
+
+
+@pytest.mark.parametrize("causal", [False, True])  # causal: the walk's tile counter too
+def test_the_direct_launcher_takes_the_callers_tensors_unviewed(causal, monkeypatch):
+    """Dry (CPU tensors): bound ``as_called`` with q, k, v, out and lse as the op holds them,
+    the launcher accepts them and passes the kernel exactly the words the 2D views
+    (``_tensor_args``) give, and refuses the views."""
+    from tirx_kernels.core import direct_launch, launch_spec
+
+    monkeypatch.setattr(launch_spec, "TMA", True)
+    q = torch.zeros(2, 131, 4, 64, dtype=torch.bfloat16)
+    k = torch.zeros(2, 77, 2, 64, dtype=torch.bfloat16)
+    out, lse = torch.zeros_like(q), torch.zeros(2, 4, 131)
+    kernel, schedule = attention._kernel(False, q, k, causal)
+    counted = attention.needs_counter(schedule, causal, False)
+    assert counted == causal  # d 64 walks persistently; a causal walk counts its tiles
+    columns = attention._columns(q, k, k)
+    viewed = (*attention._tensor_args(columns, counted, q, k, k, out, lse), 2, 131, 77, 0.5)
+    unviewed = (*attention._unviewed_args(counted, q, k, k, out, lse), 2, 131, 77, 0.5)
+    launch = direct_launch.bound(kernel, *viewed, as_called=unviewed, dry=True)
+    plain = direct_launch.bound(kernel, *viewed, dry=True)
+    words, plain_words = list(launch(*unviewed)), list(plain(*viewed))
+    if counted:  # each call's counter is a fresh tensor: its own address
+        pointers = {unviewed[5].data_ptr(): viewed[5].data_ptr()}
+        words = [pointers.get(w, w) for w in words]
+    assert words == plain_words
+    with pytest.raises(ValueError):
+        launch(*viewed)

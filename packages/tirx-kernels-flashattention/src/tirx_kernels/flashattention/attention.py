@@ -66,9 +66,18 @@ def _tensor_args(columns, counted: bool, q, k, v, out, lse) -> tuple:
     flat and, for the dynamic walk (``counted``), a zeroed int32 tile counter."""
     qc, kc, vc, oc = columns
     rows = (q.view(-1, qc), k.view(-1, kc), v.view(-1, vc), out.view(-1, oc), lse.view(-1))
-    if counted:
-        return (*rows, torch.zeros(1, dtype=torch.int32, device=q.device))
-    return rows
+    return (*rows, _counter(q)) if counted else rows
+
+
+def _unviewed_args(counted: bool, q, k, v, out, lse) -> tuple:
+    """:func:`_tensor_args` with the caller's tensors as they are: what a launcher bound
+    with them ``as_called`` (``host.direct_launcher``) takes."""
+    return (q, k, v, out, lse, _counter(q)) if counted else (q, k, v, out, lse)
+
+
+def _counter(q: torch.Tensor) -> torch.Tensor:
+    """The dynamic walk's tile counter, zeroed (the kernel hands out tiles from it)."""
+    return torch.zeros(1, dtype=torch.int32, device=q.device)
 
 
 def launch_args(varlen, q, k, v, out, lse, causal, schedule=None):
@@ -102,15 +111,34 @@ def _resolve(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) ->
     if seqlen_k == 0:
         return lambda out, lse, q, k, v, scale: _empty_keys(out, lse)
     kernel, schedule = _kernel(False, q, v, causal)
-    fn = host.bound_on_first_call(kernel)
     sizes = (batch, seqlen_q, seqlen_k)
     columns = _columns(q, k, v)
     counted = needs_counter(schedule, causal, False)  # the dynamic walk's zeroed tile counter
+    direct = _unviewed_launcher(kernel, columns, counted, q, k, v, sizes)
+    if direct is not None:  # no views per call: the launcher takes the tensors as they are
+
+        def launch_unviewed(out, lse, q, k, v, scale):
+            direct(*_unviewed_args(counted, q, k, v, out, lse), *sizes, scale)
+
+        return launch_unviewed
+    fn = host.bound_on_first_call(kernel)
 
     def launch(out, lse, q, k, v, scale):
         fn(*_tensor_args(columns, counted, q, k, v, out, lse), *sizes, scale)
 
     return launch
+
+
+def _unviewed_launcher(kernel, columns, counted: bool, q, k, v, sizes) -> Callable | None:
+    """The direct launcher of ``kernel`` bound to this call signature, taking q, k, v, out
+    and lse unviewed (``as_called``), or None where it does not apply (CPU tensors, a
+    stand-in kernel, ``TIRX_KERNELS_DIRECT_LAUNCH=0``)."""
+    batch, seqlen_q, heads_q, _ = q.shape
+    out = q.new_empty((batch, seqlen_q, heads_q, v.shape[-1]))
+    lse = q.new_empty((batch, heads_q, seqlen_q), dtype=torch.float32)
+    examples = (*_tensor_args(columns, counted, q, k, v, out, lse), *sizes, 1.0)
+    called = (*_unviewed_args(counted, q, k, v, out, lse), *sizes, 1.0)
+    return host.direct_launcher(kernel, *examples, as_called=called)
 
 
 def _varlen_plan(q, k, v, cu_seqlens_q, cu_seqlens_k, causal: bool) -> Callable:
