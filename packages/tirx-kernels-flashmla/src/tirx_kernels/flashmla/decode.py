@@ -358,8 +358,8 @@ def _resolve(inputs: tuple, head_dim_v: int, causal: bool) -> Callable:
     # op's tensors unviewed; such a plan checks every tensor of a later call itself, so the
     # op may reuse it by q's shape
     outputs = op_outputs(inputs[0], inputs[4].shape[0])
-    examples = zip(kernels, kernel_args(outputs, inputs, 1.0), unviewed_args(outputs, inputs, 1.0))
-    launchers = [host.direct_launcher(k, *args, as_called=called) for k, args, called in examples]
+    bindings = zip(kernels, kernel_args(outputs, inputs, 1.0), unviewed_args(outputs, inputs, 1.0))
+    launchers = [host.direct_launcher(k, *args, as_called=called) for k, args, called in bindings]
     exact = all(launchers)
     if not exact:
         launchers = list(map(host.bound_on_first_call, kernels))
