@@ -219,7 +219,6 @@ def _sdpa(q, k, v, causal, scale, backend=None):
     """A launch of torch SDPA on our layout's q, k, v (transposed views; it returns out
     ``(batch, heads, seqlen_q, dv)``), warmed up: with ``backend`` (an ``SDPBackend`` name)
     forced, else torch's own pick, as a user calls it."""
-
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -262,12 +261,13 @@ def public_calls(batch):
     beside torch SDPA (its own backend pick) and FlashInfer's FA3 where it is installed."""
     data = prepare_data("bfloat16", batch, 128, 128, 32, 32, 128, 128)
     q, k, v = data["q"], data["k"], data["v"]
+    scale = 128**-0.5  # flash_attn_func's default for d 128
     calls = {
         "tirx": lambda: flash_attn_func(**data),
-        "torch_sdpa": _sdpa(q, k, v, False, 128**-0.5),
+        "torch_sdpa": _sdpa(q, k, v, False, scale),
     }
     if available("flashinfer"):
         from .. import _references
 
-        calls["flashinfer_fa3"] = _references.batched(q, k, v, False, 128**-0.5)
+        calls["flashinfer_fa3"] = _references.batched(q, k, v, False, scale)
     return calls
